@@ -1,0 +1,84 @@
+//! Limits and policy for the WebSocket engine, with safe defaults.
+
+use std::time::Duration;
+
+use crate::error::ConfigError;
+
+/// Configuration of a [`crate::WebSocketClient`]. Every limit has a safe default; all sizes
+/// are bytes.
+///
+/// Build it with struct update syntax: `WsConfig { max_read_size: 64 * 1024, ..WsConfig::default() }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WsConfig {
+    /// Most bytes handed to the transport per read (default 256 KiB). Capping a read keeps
+    /// the bytes cache-resident while they are decoded; larger frames are reassembled
+    /// across reads.
+    pub max_read_size: usize,
+    /// Largest accepted frame payload (default 16 MiB); larger fails with 1009.
+    pub max_frame_size: usize,
+    /// Largest accepted message, all fragments together (default 16 MiB); larger fails
+    /// with 1009.
+    pub max_message_size: usize,
+    /// Largest accepted handshake response head, and largest body kept from a refused
+    /// upgrade (default 16 KiB).
+    pub max_handshake_size: usize,
+    /// How long to wait for the peer's Close after sending ours (default 5 s).
+    pub close_timeout: Duration,
+    /// Split outgoing messages into frames of at most this many payload bytes
+    /// (default: never split).
+    pub fragment_size: Option<usize>,
+    /// Subprotocols offered in `Sec-WebSocket-Protocol`, in order of preference.
+    pub subprotocols: Vec<String>,
+    /// Extra request headers, e.g. an API key. Names must be HTTP tokens; values must not
+    /// contain CR, LF or NUL.
+    pub extra_headers: Vec<(String, String)>,
+}
+
+impl Default for WsConfig {
+    fn default() -> Self {
+        Self {
+            max_read_size: 256 * 1024,
+            max_frame_size: 16 * 1024 * 1024,
+            max_message_size: 16 * 1024 * 1024,
+            max_handshake_size: 16 * 1024,
+            close_timeout: Duration::from_secs(5),
+            fragment_size: None,
+            subprotocols: Vec::new(),
+            extra_headers: Vec::new(),
+        }
+    }
+}
+
+impl WsConfig {
+    /// Checks limits and header syntax; called by the engine's constructor.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let limits = [
+            ("max_read_size", self.max_read_size),
+            ("max_frame_size", self.max_frame_size),
+            ("max_message_size", self.max_message_size),
+            ("max_handshake_size", self.max_handshake_size),
+            ("fragment_size", self.fragment_size.unwrap_or(1)),
+        ];
+        if let Some((name, _)) = limits.iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError::ZeroLimit(name));
+        }
+        for (name, value) in &self.extra_headers {
+            let bad_value = value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0));
+            if !is_token(name) || bad_value {
+                return Err(ConfigError::InvalidHeader(name.clone()));
+            }
+        }
+        if let Some(p) = self.subprotocols.iter().find(|p| !is_token(p)) {
+            return Err(ConfigError::InvalidSubprotocol(p.clone()));
+        }
+        Ok(())
+    }
+}
+
+/// RFC 9110 §5.6.2 token.
+pub(crate) fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+        })
+}

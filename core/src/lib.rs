@@ -1,0 +1,42 @@
+//! # feedwire-core
+//!
+//! A sans-IO engine for exchange market-data streams: the WebSocket client protocol
+//! (RFC 6455) with an engine-owned read buffer capped by `max_read_size`. Bytes go in, events
+//! and bytes-to-send come out. This crate performs no I/O, reads no clock (time is an
+//! argument; deadlines come out of `poll_timeout`) and spawns nothing, so any event loop —
+//! blocking sockets, tokio, a hand-rolled epoll loop — can drive it.
+//!
+//! Start at [`WebSocketClient`]; its documentation states the calling contract.
+//!
+//! Failures come in three kinds: a peer violation fails the connection with the RFC close code
+//! and is reported once ([`Event::Failed`], then [`WebSocketClient::error`]); local misuse
+//! returns an error and changes nothing ([`SendError`], [`ConfigError`]); a broken internal
+//! invariant panics with a message naming it. Bytes from the peer never cause a panic.
+
+mod config;
+mod endpoint;
+mod error;
+mod frame;
+mod handshake;
+mod mask;
+mod read_buffer;
+mod rng;
+#[doc(hidden)]
+pub mod testing;
+mod transmit;
+mod utf8;
+mod ws;
+
+pub use config::WsConfig;
+pub use endpoint::{Endpoint, Scheme};
+pub use error::{close_code, ConfigError, Error, HandshakeError, ProtocolError, SendError};
+pub use handshake::accept_key;
+pub use mask::apply_mask;
+pub use rng::{os_seed, Seed};
+pub use ws::{CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind, State, WebSocketClient};
+
+/// Internals exposed for the fuzz targets and benchmarks; not a stable API.
+#[doc(hidden)]
+pub mod test_exports {
+    pub use crate::ws::{Decoded, FrameDecoder};
+}

@@ -1,0 +1,178 @@
+//! The engine-owned read buffer: the transport reads into [`ReadBuffer::read_buf`] (at most
+//! `max_read_size` bytes per read) and the engine hands out complete messages as zero-copy
+//! [`Bytes`] slices of it.
+//!
+//! Memory: the buffer is a block of `2 × max_read_size` bytes, allocated on the first read.
+//! When the space after the unconsumed bytes is smaller than one read, the unconsumed bytes
+//! (at most one partial frame) move to a fresh block and the old block is freed once the
+//! application drops the last message that points into it. A frame larger than a block gets a
+//! block of exactly its size; the block after it is normal-sized again, so one large message
+//! never doubles the buffer for good.
+//!
+//! Zero-fill: handing out `&mut [u8]` without `unsafe` needs initialised bytes. Each byte of
+//! a block is zeroed once, right before it is first offered; bytes offered but not filled by a
+//! short read are offered again without zeroing.
+
+use bytes::{Bytes, BytesMut};
+
+#[derive(Debug)]
+pub(crate) struct ReadBuffer {
+    /// INVARIANT: `filled <= buf.len() <= buf.capacity()`. `buf[..filled]` is unconsumed input;
+    /// `buf[filled..]` is initialised spare space that can be offered without zeroing.
+    buf: BytesMut,
+    filled: usize,
+    max_read_size: usize,
+    /// Total bytes of the frame that starts at offset 0, when its header has been parsed and
+    /// it is still incomplete; 0 otherwise.
+    frame_hint: usize,
+}
+
+impl ReadBuffer {
+    pub(crate) fn new(max_read_size: usize) -> Self {
+        assert!(max_read_size > 0, "max_read_size must be validated as non-zero");
+        Self {
+            buf: BytesMut::new(),
+            filled: 0,
+            max_read_size,
+            frame_hint: 0,
+        }
+    }
+
+    fn block_size(&self) -> usize {
+        (2 * self.max_read_size).max(4096)
+    }
+
+    /// Writable space for the next read: at most `max_read_size` bytes, never empty.
+    pub(crate) fn read_buf(&mut self) -> &mut [u8] {
+        let spare = self.buf.capacity() - self.filled;
+        let frame_fits = self.frame_hint > self.filled && self.frame_hint <= self.buf.capacity();
+        let too_small = spare < self.max_read_size || self.frame_hint > self.buf.capacity();
+        if spare == 0 || (too_small && !frame_fits) {
+            self.move_to_fresh_block(self.block_size().max(self.frame_hint));
+        }
+        let end = (self.filled + self.max_read_size).min(self.buf.capacity());
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
+        &mut self.buf[self.filled..end]
+    }
+
+    /// Records that the transport wrote `n` bytes at the start of the last `read_buf`.
+    pub(crate) fn commit(&mut self, n: usize) {
+        assert!(
+            self.filled + n <= self.buf.len(),
+            "commit({n}) exceeds the slice read_buf handed out"
+        );
+        self.filled += n;
+    }
+
+    #[cfg(test)]
+    fn extend(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            let dst = self.read_buf();
+            let n = dst.len().min(data.len());
+            dst[..n].copy_from_slice(&data[..n]);
+            self.commit(n);
+            data = &data[n..];
+        }
+    }
+
+    /// Unconsumed input.
+    pub(crate) fn filled(&self) -> &[u8] {
+        &self.buf[..self.filled]
+    }
+
+    /// Removes the first `n` unconsumed bytes and returns them, zero-copy.
+    pub(crate) fn consume(&mut self, n: usize) -> Bytes {
+        assert!(n <= self.filled, "consume({n}) beyond the {} filled bytes", self.filled);
+        if n == 0 {
+            return Bytes::new();
+        }
+        self.filled -= n;
+        self.buf.split_to(n).freeze()
+    }
+
+    /// Announces that the frame at offset 0 is `total` bytes long (header included), so the
+    /// next reads can be sized for it. 0 clears the hint.
+    pub(crate) fn set_frame_hint(&mut self, total: usize) {
+        self.frame_hint = total;
+    }
+
+    /// Drops the block when nothing is buffered, so an idle connection holds no read memory.
+    pub(crate) fn release_if_empty(&mut self) {
+        if self.filled == 0 {
+            self.buf = BytesMut::new();
+            self.frame_hint = 0;
+        }
+    }
+
+    /// Bytes currently allocated to the block this buffer writes into.
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    fn move_to_fresh_block(&mut self, size: usize) {
+        let mut fresh = BytesMut::with_capacity(size.max(self.filled + 1));
+        fresh.extend_from_slice(&self.buf[..self.filled]);
+        self.buf = fresh;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offers_at_most_max_read_size() {
+        let mut rb = ReadBuffer::new(100);
+        assert_eq!(rb.read_buf().len(), 100);
+        rb.commit(30);
+        assert_eq!(rb.read_buf().len(), 100);
+        assert_eq!(rb.filled().len(), 30);
+    }
+
+    #[test]
+    fn consumed_bytes_stay_valid_after_more_reads() {
+        let mut rb = ReadBuffer::new(8);
+        rb.extend(b"hello world, this spans blocks");
+        let first = rb.consume(5);
+        rb.extend(&[b'x'; 10_000]);
+        assert_eq!(&first[..], b"hello");
+        assert_eq!(&rb.filled()[..7], b" world,");
+    }
+
+    #[test]
+    fn large_frame_gets_exact_block_then_buffer_shrinks_back() {
+        let mut rb = ReadBuffer::new(1024);
+        let normal = {
+            rb.read_buf();
+            rb.capacity()
+        };
+        rb.commit(10);
+        rb.set_frame_hint(100_000);
+        let mut total = 10;
+        while total < 100_000 {
+            let n = rb.read_buf().len().min(100_000 - total);
+            assert!(n <= 1024);
+            rb.commit(n);
+            total += n;
+        }
+        assert!(rb.capacity() >= 100_000);
+        let frame = rb.consume(100_000);
+        assert_eq!(frame.len(), 100_000);
+        rb.set_frame_hint(0);
+        rb.read_buf();
+        assert_eq!(rb.capacity(), normal, "buffer returns to its normal size");
+    }
+
+    #[test]
+    fn release_when_idle() {
+        let mut rb = ReadBuffer::new(1024);
+        rb.extend(b"abc");
+        rb.release_if_empty();
+        assert_eq!(rb.filled(), b"abc");
+        rb.consume(3);
+        rb.release_if_empty();
+        assert_eq!(rb.capacity(), 0);
+    }
+}

@@ -1,0 +1,74 @@
+//! Server-side helpers for tests, fuzz targets and benchmarks: a scripted peer needs to
+//! answer the handshake and write unmasked server frames. Not a stable API.
+
+use crate::handshake::accept_key;
+
+/// An unmasked server frame with raw `opcode` bits (reserved ones included, for tests).
+pub fn server_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 10);
+    out.push((u8::from(fin) << 7) | (opcode & 0x0F));
+    match payload.len() {
+        n @ 0..=125 => out.push(n as u8),
+        n @ 126..=65535 => {
+            out.push(126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The `101 Switching Protocols` answer to a client's upgrade request.
+///
+/// # Panics
+/// If `request` carries no `Sec-WebSocket-Key` header (test input is wrong).
+pub fn accept_response(request: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(request);
+    let key = text
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("sec-websocket-key").then(|| value.trim().to_owned())
+        })
+        .expect("request has Sec-WebSocket-Key");
+    format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {}\r\n\r\n",
+        accept_key(key.as_bytes())
+    )
+    .into_bytes()
+}
+
+/// Unmasks a client frame stream into `(fin, opcode, payload)` triples; for tests that check
+/// what the client sent. Stops at the first incomplete frame.
+pub fn decode_client_frames(mut bytes: &[u8]) -> Vec<(bool, u8, Vec<u8>)> {
+    let mut frames = Vec::new();
+    while bytes.len() >= 2 {
+        let fin = bytes[0] & 0x80 != 0;
+        let opcode = bytes[0] & 0x0F;
+        assert!(bytes[1] & 0x80 != 0, "client frames must be masked");
+        let (len, mut at) = match bytes[1] & 0x7F {
+            126 if bytes.len() >= 4 => (usize::from(u16::from_be_bytes([bytes[2], bytes[3]])), 4),
+            127 if bytes.len() >= 10 => (
+                u64::from_be_bytes(bytes[2..10].try_into().expect("8 bytes")) as usize,
+                10,
+            ),
+            126 | 127 => break,
+            n => (usize::from(n), 2),
+        };
+        if bytes.len() < at + 4 + len {
+            break;
+        }
+        let key: [u8; 4] = bytes[at..at + 4].try_into().expect("4 bytes");
+        at += 4;
+        let mut payload = bytes[at..at + len].to_vec();
+        crate::mask::apply_mask(&mut payload, key, 0);
+        frames.push((fin, opcode, payload));
+        bytes = &bytes[at + len..];
+    }
+    frames
+}

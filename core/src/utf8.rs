@@ -1,0 +1,120 @@
+//! Streaming UTF-8 validation (SIMD via simdutf8) for text messages that arrive in pieces:
+//! across reads and across fragments. Each byte is validated once, except that up to 3 bytes
+//! of a character split between pieces are carried and checked when the character completes.
+
+/// Validation state of one text message.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Utf8Stream {
+    /// Start of a character whose remaining bytes have not arrived yet.
+    carry: [u8; 4],
+    /// INVARIANT: `carry_len < 4`, and `carry[..carry_len]` is a valid prefix of a character.
+    carry_len: usize,
+}
+
+/// The bytes seen so far cannot be the start of valid UTF-8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InvalidUtf8;
+
+impl Utf8Stream {
+    /// Validates the next piece of the message. Fails as soon as an invalid sequence is seen,
+    /// even if its character is not complete yet.
+    pub(crate) fn feed(&mut self, mut piece: &[u8]) -> Result<(), InvalidUtf8> {
+        if self.carry_len > 0 {
+            let width = char_width(self.carry[0]);
+            let take = (width - self.carry_len).min(piece.len());
+            self.carry[self.carry_len..self.carry_len + take].copy_from_slice(&piece[..take]);
+            self.carry_len += take;
+            piece = &piece[take..];
+            match simdutf8::compat::from_utf8(&self.carry[..self.carry_len]) {
+                Ok(_) => self.carry_len = 0,
+                Err(e) if e.error_len().is_some() => return Err(InvalidUtf8),
+                // Still incomplete: `piece` is empty now.
+                Err(_) => return Ok(()),
+            }
+        }
+        match simdutf8::compat::from_utf8(piece) {
+            Ok(_) => Ok(()),
+            Err(e) if e.error_len().is_some() => Err(InvalidUtf8),
+            Err(e) => {
+                let tail = &piece[e.valid_up_to()..];
+                self.carry[..tail.len()].copy_from_slice(tail);
+                self.carry_len = tail.len();
+                Ok(())
+            }
+        }
+    }
+
+    /// Ends the message: a character left incomplete is invalid. Resets for the next message.
+    pub(crate) fn finish(&mut self) -> Result<(), InvalidUtf8> {
+        let complete = self.carry_len == 0;
+        self.carry_len = 0;
+        if complete {
+            Ok(())
+        } else {
+            Err(InvalidUtf8)
+        }
+    }
+}
+
+/// Length of the character a lead byte starts; only called on bytes simdutf8 accepted as
+/// the start of an incomplete character, so 2..=4.
+fn char_width(lead: u8) -> usize {
+    match lead {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        _ => 4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream_validate(pieces: &[&[u8]]) -> Result<(), InvalidUtf8> {
+        let mut s = Utf8Stream::default();
+        for p in pieces {
+            s.feed(p)?;
+        }
+        s.finish()
+    }
+
+    #[test]
+    fn every_split_of_valid_text_is_valid() {
+        let text = "κόσμε a€𝄞z".as_bytes();
+        for i in 0..=text.len() {
+            for j in i..=text.len() {
+                let r = stream_validate(&[&text[..i], &text[i..j], &text[j..]]);
+                assert_eq!(r, Ok(()), "split {i} {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_split_of_invalid_text_is_invalid() {
+        let cases: [&[u8]; 5] = [
+            b"\xce\xba\xe1\xbd\xb9\xcf\x83\xce\xbc\xce\xb5\xed\xa0\x80edited",
+            b"abc\xff",
+            b"\xf4\x90\x80\x80",
+            b"\xe2\x82",
+            b"\xc0\xaf",
+        ];
+        for text in cases {
+            for i in 0..=text.len() {
+                let r = stream_validate(&[&text[..i], &text[i..]]);
+                assert_eq!(r, Err(InvalidUtf8), "{text:?} split {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn fails_fast_before_the_character_completes() {
+        let mut s = Utf8Stream::default();
+        assert_eq!(s.feed(b"ok\xe2"), Ok(()));
+        // 0xe2 must be followed by a continuation byte; 'a' is not one.
+        assert_eq!(s.feed(b"a"), Err(InvalidUtf8));
+        let mut s = Utf8Stream::default();
+        // 0xed 0xa0 starts a UTF-16 surrogate: invalid at the second byte.
+        assert_eq!(s.feed(b"\xed"), Ok(()));
+        assert_eq!(s.feed(b"\xa0"), Err(InvalidUtf8));
+    }
+}

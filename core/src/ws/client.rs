@@ -1,0 +1,561 @@
+//! [`WebSocketClient`]: the sans-IO client connection.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+
+use super::decoder::{Decoded, FrameDecoder};
+use super::event::{CloseFrame, CloseInitiator, Event, Handshake, Message};
+use crate::config::WsConfig;
+use crate::endpoint::Endpoint;
+use crate::error::{close_code, ConfigError, Error, HandshakeError, SendError};
+use crate::frame::Opcode;
+use crate::handshake::{accept_key, build_request, encode_key, parse_response, ParsedResponse};
+use crate::read_buffer::ReadBuffer;
+use crate::rng::{MaskRng, Seed};
+use crate::transmit::TransmitQueue;
+use crate::ws::MessageKind;
+
+/// Where a connection is in its life.
+///
+/// ```text
+///  Handshaking ──101 + checks──▶ Open ──close()──▶ Closing ──peer Close──▶ Closed
+///      │                          │                   │
+///      │                          └──peer Close (echoed)──────────────────▶ Closed
+///      └──non-101 / bad head / EOF──▶ Failed ◀──violation / EOF / close timeout──┘
+/// ```
+/// `Closed` and `Failed` are terminal: input is ignored and nothing more is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum State {
+    /// Upgrade request queued or sent; waiting for the response head.
+    Handshaking,
+    /// Data flows both ways.
+    Open,
+    /// We sent Close and wait for the peer's (see [`WsConfig::close_timeout`]).
+    Closing,
+    /// The close handshake completed.
+    Closed,
+    /// The connection failed; see [`WebSocketClient::error`].
+    Failed,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Handshaking {
+        expected_accept: String,
+    },
+    /// A non-101 response: collecting its body to report it.
+    Refused {
+        status: u16,
+        reason: String,
+        body: BytesMut,
+        remaining: Option<usize>,
+    },
+    Open,
+    Closing {
+        deadline: Instant,
+        frame: CloseFrame,
+    },
+    Closed,
+    Failed(Error),
+}
+
+/// A sans-IO WebSocket client connection (RFC 6455): bytes in, events and bytes-to-send out.
+/// It performs no I/O, reads no clock and spawns nothing.
+///
+/// # Calling contract
+/// The caller owns the socket; the engine owns the read buffer. After creating the engine and
+/// after **every** call that changes it (`handle_*`, `send_*`, `close`, `ping`), drain its
+/// output before waiting again:
+/// 1. write every chunk from [`poll_transmit`](Self::poll_transmit) to the socket, in order;
+/// 2. take every event from [`poll_event`](Self::poll_event);
+/// 3. wait for readability or until [`poll_timeout`](Self::poll_timeout), then read at most
+///    `read_buf().len()` bytes into [`read_buf`](Self::read_buf) and report the count with
+///    [`handle_read`](Self::handle_read) (0 bytes = end of stream: call
+///    [`handle_eof`](Self::handle_eof)), or call [`handle_timeout`](Self::handle_timeout).
+///
+/// Close the socket once [`is_finished`](Self::is_finished) is true.
+///
+/// ```no_run
+/// use std::io::{Read, Write};
+/// use feedwire_core::{os_seed, Event, WebSocketClient, WsConfig};
+///
+/// let mut ws = WebSocketClient::new("ws://127.0.0.1:9001/", WsConfig::default(), os_seed())?;
+/// let mut sock = std::net::TcpStream::connect(("127.0.0.1", 9001))?;
+/// while !ws.is_finished() {
+///     while let Some(chunk) = ws.poll_transmit() {
+///         sock.write_all(&chunk)?;
+///     }
+///     while let Some(event) = ws.poll_event() {
+///         if let Event::Message(m) = event {
+///             println!("{} bytes", m.payload.len());
+///         }
+///     }
+///     if ws.is_finished() {
+///         break;
+///     }
+///     match sock.read(ws.read_buf())? {
+///         0 => ws.handle_eof(),
+///         n => ws.handle_read(n),
+///     }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct WebSocketClient {
+    config: WsConfig,
+    endpoint: Endpoint,
+    phase: Phase,
+    rb: ReadBuffer,
+    decoder: FrameDecoder,
+    /// Reused between reads so decoding allocates nothing in steady state.
+    decoded: Vec<Decoded>,
+    tx: TransmitQueue,
+    rng: MaskRng,
+    events: VecDeque<Event>,
+}
+
+impl WebSocketClient {
+    /// Creates a connection to `url` (`ws://` or `wss://`) and queues the upgrade request.
+    /// `seed` seeds the CSPRNG for `Sec-WebSocket-Key` and mask keys: [`crate::os_seed`] in
+    /// production, a constant in tests.
+    pub fn new(url: &str, config: WsConfig, seed: Seed) -> Result<Self, ConfigError> {
+        let endpoint = Endpoint::parse(url)?;
+        if !endpoint.scheme.is_websocket() {
+            return Err(ConfigError::UnsupportedScheme(format!("{:?}", endpoint.scheme)));
+        }
+        config.validate()?;
+        let mut rng = MaskRng::from_seed(seed);
+        let mut nonce = [0u8; 16];
+        rng.fill(&mut nonce);
+        let key = encode_key(&nonce);
+        let mut tx = TransmitQueue::default();
+        tx.push_raw(Bytes::from(build_request(&endpoint, &key, &config)));
+        Ok(Self {
+            rb: ReadBuffer::new(config.max_read_size),
+            decoder: FrameDecoder::new(config.max_frame_size, config.max_message_size),
+            decoded: Vec::new(),
+            phase: Phase::Handshaking {
+                expected_accept: accept_key(key.as_bytes()),
+            },
+            tx,
+            rng,
+            events: VecDeque::new(),
+            config,
+            endpoint,
+        })
+    }
+
+    // ----- getters -----
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        match self.phase {
+            Phase::Handshaking { .. } | Phase::Refused { .. } => State::Handshaking,
+            Phase::Open => State::Open,
+            Phase::Closing { .. } => State::Closing,
+            Phase::Closed => State::Closed,
+            Phase::Failed(_) => State::Failed,
+        }
+    }
+
+    /// The failure that ended the connection (sticky), if it failed.
+    pub fn error(&self) -> Option<&Error> {
+        match &self.phase {
+            Phase::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Where this connection goes: host and port to dial, whether TLS wraps it.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &WsConfig {
+        &self.config
+    }
+
+    /// Closed or failed, and every queued byte handed out: the transport may close the socket.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.phase, Phase::Closed | Phase::Failed(_)) && self.tx.is_empty()
+    }
+
+    /// Bytes waiting in [`poll_transmit`](Self::poll_transmit).
+    pub fn queued_bytes(&self) -> usize {
+        self.tx.queued_bytes()
+    }
+
+    /// Bytes currently allocated to the read buffer's block.
+    pub fn read_buffer_capacity(&self) -> usize {
+        self.rb.capacity()
+    }
+
+    // ----- input -----
+
+    /// Space for the next read: at most [`WsConfig::max_read_size`] bytes, never empty.
+    pub fn read_buf(&mut self) -> &mut [u8] {
+        self.rb.read_buf()
+    }
+
+    /// The transport wrote `n` bytes at the start of [`read_buf`](Self::read_buf); decodes
+    /// everything complete. Every message whose last byte is among them is queued as an event
+    /// before this returns.
+    ///
+    /// # Panics
+    /// If `n` exceeds the length of the slice `read_buf` returned (a transport bug).
+    pub fn handle_read(&mut self, n: usize) {
+        self.rb.commit(n);
+        self.process();
+    }
+
+    /// Feeds bytes the caller already holds, as if read in pieces of at most
+    /// `max_read_size`. Copies; transports should read into [`read_buf`](Self::read_buf).
+    pub fn handle_input(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            let dst = self.rb.read_buf();
+            let n = dst.len().min(data.len());
+            dst[..n].copy_from_slice(&data[..n]);
+            self.handle_read(n);
+            data = &data[n..];
+        }
+    }
+
+    /// The transport reached end of stream.
+    pub fn handle_eof(&mut self) {
+        match &mut self.phase {
+            Phase::Handshaking { .. } => self.fail(HandshakeError::Eof.into()),
+            Phase::Refused { .. } => self.finish_refusal(),
+            Phase::Open | Phase::Closing { .. } => self.fail(Error::UnexpectedEof),
+            Phase::Closed | Phase::Failed(_) => {}
+        }
+    }
+
+    /// Acts on deadlines that passed by `now`: the close timeout.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Phase::Closing { deadline, .. } = self.phase {
+            if now >= deadline {
+                self.fail(Error::CloseTimeout);
+            }
+        }
+    }
+
+    // ----- commands -----
+
+    /// Sends a text message (copied and masked in one pass).
+    pub fn send_text(&mut self, text: &str) -> Result<(), SendError> {
+        self.send_borrowed(Opcode::Text, text.as_bytes())
+    }
+
+    /// Sends a binary message (copied and masked in one pass).
+    pub fn send_binary(&mut self, data: &[u8]) -> Result<(), SendError> {
+        self.send_borrowed(Opcode::Binary, data)
+    }
+
+    /// Sends a message whose buffer the caller gives up: masked in place and queued without
+    /// a copy. A text payload must be UTF-8 (it is not re-checked).
+    pub fn send_owned(&mut self, kind: MessageKind, mut payload: BytesMut) -> Result<(), SendError> {
+        self.check_open()?;
+        let first = data_opcode(kind);
+        let size = self.config.fragment_size.unwrap_or(usize::MAX).max(1);
+        let mut opcode = first;
+        loop {
+            let piece = payload.split_to(payload.len().min(size));
+            let fin = payload.is_empty();
+            let key = self.rng.mask_key();
+            self.tx.push_frame_owned(fin, opcode, piece, key);
+            opcode = Opcode::Continuation;
+            if fin {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sends a Ping with `payload` (at most 125 bytes).
+    pub fn ping(&mut self, payload: &[u8]) -> Result<(), SendError> {
+        self.check_open()?;
+        if payload.len() > 125 {
+            return Err(SendError::ControlPayloadTooLong(payload.len()));
+        }
+        let key = self.rng.mask_key();
+        self.tx.push_frame(true, Opcode::Ping, payload, key);
+        Ok(())
+    }
+
+    /// Starts the close handshake: queues Close(`code`, `reason`) and waits for the peer's
+    /// Close until `now + close_timeout`. Messages that arrive meanwhile are still delivered.
+    pub fn close(&mut self, code: u16, reason: &str, now: Instant) -> Result<(), SendError> {
+        self.check_open()?;
+        if !close_code::is_sendable(code) {
+            return Err(SendError::InvalidCloseCode(code));
+        }
+        if reason.len() > 123 {
+            return Err(SendError::ControlPayloadTooLong(reason.len() + 2));
+        }
+        self.queue_close(code, reason.as_bytes());
+        let frame = CloseFrame {
+            code,
+            reason: Bytes::copy_from_slice(reason.as_bytes()),
+        };
+        tracing::debug!(code, host = %self.endpoint.host, "websocket close started by us");
+        self.events.push_back(Event::CloseStarted {
+            by: CloseInitiator::Local,
+            frame: frame.clone(),
+        });
+        self.phase = Phase::Closing {
+            deadline: now + self.config.close_timeout,
+            frame,
+        };
+        Ok(())
+    }
+
+    // ----- output -----
+
+    /// The next chunk of bytes to write to the transport, in order.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Bytes> {
+        self.tx.pop()
+    }
+
+    /// The next event.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The earliest deadline at which [`handle_timeout`](Self::handle_timeout) must be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Closing { deadline, .. } => Some(deadline),
+            _ => None,
+        }
+    }
+
+    // ----- internals -----
+
+    fn check_open(&self) -> Result<(), SendError> {
+        match self.phase {
+            Phase::Open => Ok(()),
+            _ => Err(SendError::NotOpen),
+        }
+    }
+
+    fn send_borrowed(&mut self, first: Opcode, data: &[u8]) -> Result<(), SendError> {
+        self.check_open()?;
+        let size = self.config.fragment_size.unwrap_or(usize::MAX).max(1);
+        let mut opcode = first;
+        let mut rest = data;
+        loop {
+            let (piece, tail) = rest.split_at(rest.len().min(size));
+            rest = tail;
+            let key = self.rng.mask_key();
+            self.tx.push_frame(rest.is_empty(), opcode, piece, key);
+            opcode = Opcode::Continuation;
+            if rest.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn queue_close(&mut self, code: u16, reason: &[u8]) {
+        let mut payload = [0u8; 125];
+        let len = if code == close_code::NO_STATUS {
+            0
+        } else {
+            payload[..2].copy_from_slice(&code.to_be_bytes());
+            payload[2..2 + reason.len()].copy_from_slice(reason);
+            2 + reason.len()
+        };
+        let key = self.rng.mask_key();
+        self.tx.push_frame(true, Opcode::Close, &payload[..len], key);
+    }
+
+    fn process(&mut self) {
+        loop {
+            match &self.phase {
+                Phase::Handshaking { .. } => {
+                    if !self.process_handshake() {
+                        return;
+                    }
+                }
+                Phase::Refused { .. } => return self.process_refusal_body(),
+                Phase::Open | Phase::Closing { .. } => return self.process_frames(),
+                Phase::Closed | Phase::Failed(_) => {
+                    let all = self.rb.filled().len();
+                    self.rb.consume(all);
+                    self.rb.release_if_empty();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Returns whether processing should go on in the new phase.
+    fn process_handshake(&mut self) -> bool {
+        let Phase::Handshaking { expected_accept } = &self.phase else {
+            unreachable!("process_handshake is only called while handshaking");
+        };
+        let max = self.config.max_handshake_size;
+        let buf = self.rb.filled();
+        let parsed = parse_response(buf, expected_accept, &self.config.subprotocols);
+        match parsed {
+            Ok(None) if buf.len() >= max => self.fail(HandshakeError::HeadTooLarge { max }.into()),
+            Ok(None) => {}
+            Ok(Some(ParsedResponse::Accepted { head_len, .. })) if head_len > max => {
+                self.fail(HandshakeError::HeadTooLarge { max }.into());
+            }
+            Ok(Some(ParsedResponse::Accepted {
+                head_len,
+                headers,
+                subprotocol,
+            })) => {
+                self.rb.consume(head_len);
+                self.phase = Phase::Open;
+                tracing::debug!(host = %self.endpoint.host, "websocket opened");
+                self.events.push_back(Event::Opened(Handshake {
+                    headers,
+                    subprotocol,
+                }));
+                return true;
+            }
+            Ok(Some(ParsedResponse::Refused {
+                head_len,
+                status,
+                reason,
+                content_length,
+            })) => {
+                self.rb.consume(head_len);
+                self.phase = Phase::Refused {
+                    status,
+                    reason,
+                    body: BytesMut::new(),
+                    remaining: content_length,
+                };
+                return true;
+            }
+            Err(e) => self.fail(e.into()),
+        }
+        false
+    }
+
+    fn process_refusal_body(&mut self) {
+        let cap = self.config.max_handshake_size;
+        let Phase::Refused { body, remaining, .. } = &mut self.phase else {
+            unreachable!("process_refusal_body is only called while refused");
+        };
+        let available = self.rb.filled().len();
+        let want = remaining.unwrap_or(usize::MAX).min(cap - body.len());
+        let take = available.min(want);
+        body.extend_from_slice(&self.rb.consume(take));
+        if let Some(r) = remaining {
+            *r -= take;
+        }
+        let done = *remaining == Some(0) || body.len() >= cap;
+        if done {
+            self.finish_refusal();
+        }
+    }
+
+    fn finish_refusal(&mut self) {
+        let Phase::Refused { status, reason, body, .. } = std::mem::replace(&mut self.phase, Phase::Closed) else {
+            unreachable!("finish_refusal is only called while refused");
+        };
+        self.fail(
+            HandshakeError::Rejected {
+                status,
+                reason,
+                body: body.freeze(),
+            }
+            .into(),
+        );
+    }
+
+    fn process_frames(&mut self) {
+        let mut decoded = std::mem::take(&mut self.decoded);
+        let result = self.decoder.decode(self.rb.filled(), &mut decoded);
+        let (consumed, hint) = match result {
+            Ok(p) => (p.consumed, p.frame_hint),
+            Err(_) => (self.rb.filled().len(), 0),
+        };
+        let input = self.rb.consume(consumed);
+        self.rb.set_frame_hint(hint);
+        for item in decoded.drain(..) {
+            match item {
+                Decoded::Message { kind, payload } => self.events.push_back(Event::Message(Message {
+                    kind,
+                    payload: input.slice(payload),
+                })),
+                Decoded::Assembled { kind, payload } => {
+                    self.events.push_back(Event::Message(Message { kind, payload }));
+                }
+                Decoded::Ping(range) => {
+                    if matches!(self.phase, Phase::Open) {
+                        let key = self.rng.mask_key();
+                        self.tx.push_frame(true, Opcode::Pong, &input[range.clone()], key);
+                    }
+                    self.events.push_back(Event::Ping(input.slice(range)));
+                }
+                Decoded::Pong(range) => self.events.push_back(Event::Pong(input.slice(range))),
+                Decoded::Close { code, reason } => self.on_peer_close(code, input.slice(reason)),
+            }
+        }
+        self.decoded = decoded;
+        if let Err(e) = result {
+            self.fail(e.into());
+        } else if matches!(self.phase, Phase::Closed) {
+            self.process();
+        }
+        self.rb.release_if_empty();
+    }
+
+    fn on_peer_close(&mut self, code: u16, reason: Bytes) {
+        match std::mem::replace(&mut self.phase, Phase::Closed) {
+            Phase::Open => {
+                // RFC 6455 §5.5.1: echo the status code received.
+                self.queue_close(code, b"");
+                tracing::debug!(code, host = %self.endpoint.host, "websocket closed by peer");
+                let frame = CloseFrame { code, reason };
+                self.events.push_back(Event::CloseStarted {
+                    by: CloseInitiator::Remote,
+                    frame: frame.clone(),
+                });
+                self.events.push_back(Event::Closed {
+                    by: CloseInitiator::Remote,
+                    frame,
+                });
+            }
+            Phase::Closing { frame, .. } => {
+                tracing::debug!(code, host = %self.endpoint.host, "websocket close handshake completed");
+                self.events.push_back(Event::Closed {
+                    by: CloseInitiator::Local,
+                    frame,
+                });
+            }
+            other => self.phase = other,
+        }
+    }
+
+    fn fail(&mut self, error: Error) {
+        if matches!(self.phase, Phase::Open) {
+            if let Error::Protocol(p) = &error {
+                self.queue_close(p.close_code(), b"");
+            }
+        }
+        tracing::debug!(%error, host = %self.endpoint.host, "websocket connection failed");
+        self.events.push_back(Event::Failed(error.clone()));
+        self.phase = Phase::Failed(error);
+        let all = self.rb.filled().len();
+        self.rb.consume(all);
+    }
+}
+
+fn data_opcode(kind: MessageKind) -> Opcode {
+    match kind {
+        MessageKind::Text => Opcode::Text,
+        MessageKind::Binary => Opcode::Binary,
+    }
+}

@@ -1,0 +1,12 @@
+//! The WebSocket client engine (RFC 6455), sans-IO.
+
+mod client;
+mod close;
+mod decoder;
+mod event;
+
+pub use client::{State, WebSocketClient};
+pub use event::{CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind};
+
+#[doc(hidden)]
+pub use decoder::{Decoded, FrameDecoder};

@@ -1,0 +1,165 @@
+//! RFC 6455 §5 and §8: receiving frames, and failing the connection with the right code.
+
+mod common;
+
+use common::*;
+use feedwire_core::testing::server_frame;
+use feedwire_core::{Error, Event, MessageKind, ProtocolError, State, WsConfig};
+
+/// Feeds `bytes` to an open client; expects the connection to fail with `error`, a Close
+/// with `error`'s code on the wire, and nothing after it.
+fn assert_fails(bytes: &[u8], error: ProtocolError, code: u16) {
+    let mut ws = open_client(WsConfig::default());
+    ws.handle_input(bytes);
+    let evs = events(&mut ws);
+    assert_eq!(evs.last(), Some(&Event::Failed(Error::Protocol(error.clone()))), "{evs:?}");
+    assert_eq!(error.close_code(), code);
+    assert_eq!(sent_frames(&mut ws), vec![(true, 0x8, code.to_be_bytes().to_vec())]);
+    assert_eq!(ws.state(), State::Failed);
+    assert_eq!(ws.error(), Some(&Error::Protocol(error)));
+    ws.handle_input(&server_frame(true, 1, b"after"));
+    assert!(events(&mut ws).is_empty(), "terminal state ignores input");
+    assert!(ws.is_finished());
+}
+
+#[test]
+fn section_5_1_masked_server_frame_is_1002() {
+    assert_fails(&[0x81, 0x81, 1, 2, 3, 4, b'a' ^ 1], ProtocolError::MaskedFrame, 1002);
+}
+
+#[test]
+fn section_5_2_rsv_bits_are_1002() {
+    assert_fails(&[0xC1, 0], ProtocolError::ReservedBits(0b100), 1002);
+}
+
+#[test]
+fn section_5_2_reserved_opcodes_are_1002() {
+    for op in [3u8, 7, 0xB, 0xF] {
+        assert_fails(&server_frame(true, op, b""), ProtocolError::ReservedOpcode(op), 1002);
+    }
+}
+
+#[test]
+fn section_5_2_length_top_bit_is_1002() {
+    assert_fails(&[0x82, 127, 0x80, 0, 0, 0, 0, 0, 0, 0], ProtocolError::LengthTopBitSet, 1002);
+}
+
+#[test]
+fn section_5_4_continuation_without_start_is_1002() {
+    assert_fails(&server_frame(true, 0, b"x"), ProtocolError::UnexpectedContinuation, 1002);
+}
+
+#[test]
+fn section_5_4_new_message_inside_fragmented_is_1002() {
+    let mut bytes = server_frame(false, 1, b"a");
+    bytes.extend(server_frame(true, 2, b"b"));
+    assert_fails(&bytes, ProtocolError::ExpectedContinuation, 1002);
+}
+
+#[test]
+fn section_5_5_control_frame_rules_are_1002() {
+    assert_fails(&server_frame(false, 9, b""), ProtocolError::FragmentedControlFrame, 1002);
+    assert_fails(&server_frame(true, 9, &[0; 126]), ProtocolError::ControlFrameTooLong(126), 1002);
+}
+
+#[test]
+fn section_5_5_1_close_payload_rules() {
+    assert_fails(&server_frame(true, 8, &[3]), ProtocolError::CloseFrameOneByte, 1002);
+    assert_fails(&server_frame(true, 8, &close_payload(1005, "")), ProtocolError::InvalidCloseCode(1005), 1002);
+    assert_fails(&server_frame(true, 8, &[0x03, 0xE8, 0xFF]), ProtocolError::InvalidCloseReason, 1007);
+}
+
+#[test]
+fn section_8_1_invalid_utf8_is_1007() {
+    assert_fails(&server_frame(true, 1, b"ok \xff"), ProtocolError::InvalidUtf8, 1007);
+    // Truncated character at the end of the message.
+    assert_fails(&server_frame(true, 1, b"\xe2\x82"), ProtocolError::InvalidUtf8, 1007);
+}
+
+#[test]
+fn section_8_1_invalid_utf8_fails_fast_across_fragments() {
+    let mut ws = open_client(WsConfig::default());
+    // The first fragment is already invalid: no need to wait for the rest.
+    ws.handle_input(&server_frame(false, 1, b"\xce\xba\xed\xa0\x80"));
+    assert_eq!(events(&mut ws), vec![Event::Failed(ProtocolError::InvalidUtf8.into())]);
+}
+
+#[test]
+fn section_8_1_invalid_utf8_fails_fast_inside_a_partial_frame() {
+    let mut ws = open_client(WsConfig::default());
+    let frame = server_frame(true, 1, &[&b"\xff"[..], &[b'a'; 1000]].concat());
+    ws.handle_input(&frame[..10]);
+    assert_eq!(events(&mut ws), vec![Event::Failed(ProtocolError::InvalidUtf8.into())]);
+}
+
+#[test]
+fn utf8_split_across_fragments_is_valid() {
+    let mut ws = open_client(WsConfig::default());
+    let text = "€uro 𝄞".as_bytes();
+    let mut bytes = server_frame(false, 1, &text[..1]);
+    bytes.extend(server_frame(false, 0, &text[1..5]));
+    bytes.extend(server_frame(true, 0, &text[5..]));
+    ws.handle_input(&bytes);
+    let evs = events(&mut ws);
+    assert!(
+        matches!(evs.as_slice(), [Event::Message(m)] if m.kind == MessageKind::Text && m.payload == text),
+        "{evs:?}"
+    );
+}
+
+#[test]
+fn frame_over_limit_is_1009_before_its_payload_arrives() {
+    let config = WsConfig { max_frame_size: 1000, ..WsConfig::default() };
+    let mut ws = open_client(config);
+    ws.handle_input(&[0x82, 126, 0x03, 0xE9]); // header only: 1001 bytes declared
+    assert_eq!(events(&mut ws), vec![Event::Failed(ProtocolError::FrameTooLarge { len: 1001, max: 1000 }.into())]);
+    assert_eq!(sent_frames(&mut ws), vec![(true, 8, 1009u16.to_be_bytes().to_vec())]);
+}
+
+#[test]
+fn message_over_limit_is_1009_across_fragments() {
+    let config = WsConfig { max_message_size: 10, ..WsConfig::default() };
+    let mut ws = open_client(config);
+    let mut bytes = server_frame(false, 2, &[1; 6]);
+    bytes.extend(server_frame(true, 0, &[2; 5]));
+    ws.handle_input(&bytes);
+    assert_eq!(events(&mut ws), vec![Event::Failed(ProtocolError::MessageTooLarge { len: 11, max: 10 }.into())]);
+}
+
+#[test]
+fn messages_before_a_violation_are_delivered() {
+    let mut ws = open_client(WsConfig::default());
+    let mut bytes = server_frame(true, 1, b"one");
+    bytes.extend(server_frame(true, 2, b"two"));
+    bytes.extend([0xC1, 0]);
+    ws.handle_input(&bytes);
+    let evs = events(&mut ws);
+    assert_eq!(evs.len(), 3, "{evs:?}");
+    assert!(matches!(&evs[0], Event::Message(m) if m.payload == "one"));
+    assert!(matches!(&evs[1], Event::Message(m) if m.payload == "two" && m.kind == MessageKind::Binary));
+    assert!(matches!(&evs[2], Event::Failed(_)));
+}
+
+#[test]
+fn lengths_7_16_64_bit_and_empty() {
+    let mut ws = open_client(WsConfig::default());
+    for len in [0usize, 1, 125, 126, 65535, 65536, 200_000] {
+        let payload: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        ws.handle_input(&server_frame(true, 2, &payload));
+        let evs = events(&mut ws);
+        assert!(matches!(evs.as_slice(), [Event::Message(m)] if m.payload == payload), "len {len}");
+    }
+}
+
+#[test]
+fn eof_mid_frame_is_abnormal_1006() {
+    let mut ws = open_client(WsConfig::default());
+    ws.handle_input(&server_frame(true, 1, b"complete"));
+    ws.handle_input(&server_frame(true, 1, b"half a frame")[..5]);
+    ws.handle_eof();
+    let evs = events(&mut ws);
+    assert!(matches!(&evs[0], Event::Message(m) if m.payload == "complete"));
+    assert_eq!(evs[1], Event::Failed(Error::UnexpectedEof));
+    assert_eq!(Error::UnexpectedEof.close_code(), 1006);
+    assert!(drain_tx(&mut ws).is_empty(), "1006 is never sent");
+}
