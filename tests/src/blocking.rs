@@ -1,0 +1,102 @@
+//! A blocking `std::net` driver for [`WebSocketClient`]: the simplest embedding, used by the
+//! interop tests.
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use feedwire_core::{os_seed, Error, Event, SendError, WebSocketClient, WsConfig};
+
+/// A connected client on a blocking socket.
+#[derive(Debug)]
+pub struct BlockingClient {
+    ws: WebSocketClient,
+    sock: TcpStream,
+}
+
+impl BlockingClient {
+    /// Connects to `url` and completes the handshake. The socket's read timeout bounds every
+    /// wait (`read_timeout`), so a silent peer cannot hang a test.
+    pub fn connect(url: &str, config: WsConfig, read_timeout: Duration) -> io::Result<Self> {
+        let ws = WebSocketClient::new(url, config, os_seed()).map_err(io::Error::other)?;
+        let endpoint = ws.endpoint();
+        let sock = TcpStream::connect((endpoint.host.as_str(), endpoint.port))?;
+        sock.set_nodelay(true)?;
+        sock.set_read_timeout(Some(read_timeout))?;
+        let mut client = Self { ws, sock };
+        match client.next_event()? {
+            Some(Event::Opened(_)) => Ok(client),
+            other => Err(io::Error::other(format!("handshake did not open: {other:?}"))),
+        }
+    }
+
+    /// The engine, for commands (`send_text`, `close`, …). Call [`flush`](Self::flush) after.
+    pub fn ws(&mut self) -> &mut WebSocketClient {
+        &mut self.ws
+    }
+
+    /// Writes every queued chunk.
+    pub fn flush(&mut self) -> io::Result<()> {
+        while let Some(chunk) = self.ws.poll_transmit() {
+            self.sock.write_all(&chunk)?;
+        }
+        Ok(())
+    }
+
+    /// Sends a text message and flushes.
+    pub fn send_text(&mut self, text: &str) -> Result<(), Box<dyn std::error::Error>> {
+        self.ws.send_text(text)?;
+        Ok(self.flush()?)
+    }
+
+    /// Sends a binary message and flushes.
+    pub fn send_binary(&mut self, data: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
+        self.ws.send_binary(data)?;
+        Ok(self.flush()?)
+    }
+
+    /// Starts the close handshake and flushes.
+    pub fn close(&mut self, code: u16, reason: &str) -> Result<(), Box<dyn std::error::Error>> {
+        self.ws.close(code, reason, Instant::now()).map_err(|e: SendError| Box::new(e))?;
+        Ok(self.flush()?)
+    }
+
+    /// The next event, reading from the socket as needed. `None` once the connection is
+    /// finished and every event was taken. A read timeout is an error.
+    pub fn next_event(&mut self) -> io::Result<Option<Event>> {
+        loop {
+            self.flush()?;
+            if let Some(event) = self.ws.poll_event() {
+                return Ok(Some(event));
+            }
+            if self.ws.is_finished() {
+                return Ok(None);
+            }
+            if let Some(deadline) = self.ws.poll_timeout() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    self.ws.handle_timeout(Instant::now());
+                    continue;
+                }
+                self.sock.set_read_timeout(Some(left))?;
+            }
+            match self.sock.read(self.ws.read_buf()) {
+                Ok(0) => self.ws.handle_eof(),
+                Ok(n) => self.ws.handle_read(n),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if self.ws.poll_timeout().is_none() {
+                        return Err(e);
+                    }
+                    self.ws.handle_timeout(Instant::now());
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The failure that ended the connection, if any.
+    pub fn error(&self) -> Option<&Error> {
+        self.ws.error()
+    }
+}
