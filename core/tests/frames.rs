@@ -163,3 +163,19 @@ fn eof_mid_frame_is_abnormal_1006() {
     assert_eq!(Error::UnexpectedEof.close_code(), 1006);
     assert!(drain_tx(&mut ws).is_empty(), "1006 is never sent");
 }
+
+/// Fuzz finding (frame_decoder, first run): the reported length of an oversized control frame
+/// depended on whether its extended length had arrived yet.
+#[test]
+fn oversized_control_frame_error_does_not_depend_on_read_splits() {
+    let bytes = [0x89u8, 127, 0, 0, 0, 0, 0, 0, 1, 0];
+    let mut whole = open_client(WsConfig::default());
+    whole.handle_input(&bytes);
+    let mut split = open_client(WsConfig::default());
+    split.handle_input(&bytes[..3]);
+    assert!(events(&mut split).is_empty(), "waits for the declared length");
+    split.handle_input(&bytes[3..]);
+    let expected = vec![Event::Failed(ProtocolError::ControlFrameTooLong(256).into())];
+    assert_eq!(events(&mut whole), expected);
+    assert_eq!(events(&mut split), expected);
+}

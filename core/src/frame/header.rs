@@ -81,8 +81,12 @@ pub(crate) fn parse_header(
             return Err(ProtocolError::FragmentedControlFrame);
         }
         if len7 > 125 {
-            let declared = declared_len(buf, len7).unwrap_or(u64::from(len7));
-            return Err(ProtocolError::ControlFrameTooLong(declared));
+            // Report the declared length, so wait for its bytes: the error must not depend
+            // on where a read boundary fell.
+            return match declared_len(buf, len7) {
+                Some(declared) => Err(ProtocolError::ControlFrameTooLong(declared)),
+                None => Ok(None),
+            };
         }
     }
     if b1 & 0x80 != 0 {

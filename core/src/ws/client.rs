@@ -400,14 +400,14 @@ impl WebSocketClient {
             unreachable!("process_handshake is only called while handshaking");
         };
         let max = self.config.max_handshake_size;
-        let buf = self.rb.filled();
+        // Parse at most `max` bytes, so the outcome does not depend on how much arrived
+        // beyond the cap in one read.
+        let filled = self.rb.filled();
+        let buf = &filled[..filled.len().min(max)];
         let parsed = parse_response(buf, expected_accept, &self.config.subprotocols);
         match parsed {
             Ok(None) if buf.len() >= max => self.fail(HandshakeError::HeadTooLarge { max }.into()),
             Ok(None) => {}
-            Ok(Some(ParsedResponse::Accepted { head_len, .. })) if head_len > max => {
-                self.fail(HandshakeError::HeadTooLarge { max }.into());
-            }
             Ok(Some(ParsedResponse::Accepted {
                 head_len,
                 headers,
