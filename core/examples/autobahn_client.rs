@@ -7,7 +7,11 @@
 //! `/runCase?case=N&agent=NAME`, echoing every text and binary message unchanged until the
 //! server closes, then `/updateReports?agent=NAME`. A failed case is reported and the run
 //! goes on.
-#![allow(clippy::print_stdout, clippy::print_stderr, reason = "an example reports to the terminal")]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "an example reports to the terminal"
+)]
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -23,7 +27,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         match arg.as_str() {
             "--url" => url = args.next().ok_or("--url needs a value")?,
             "--agent" => agent = args.next().ok_or("--agent needs a value")?,
-            other => return Err(format!("unknown argument {other:?}; use --url URL --agent NAME").into()),
+            other => {
+                return Err(
+                    format!("unknown argument {other:?}; use --url URL --agent NAME").into(),
+                )
+            }
         }
     }
     let url = url.trim_end_matches('/');
@@ -35,17 +43,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let _ = ws;
     })?;
-    let count: u32 = count_text.trim().parse().map_err(|_| format!("bad case count {count_text:?}"))?;
+    let count: u32 = count_text
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad case count {count_text:?}"))?;
     println!("{count} cases");
 
     for case in 1..=count {
-        let result = run_connection(&format!("{url}/runCase?case={case}&agent={agent}"), |ws, kind, payload| {
-            // Sending fails only once a close started; the server decides the verdict.
-            let _ = match kind {
-                MessageKind::Text => ws.send_text(std::str::from_utf8(payload).expect("core validated UTF-8")),
-                MessageKind::Binary => ws.send_binary(payload),
-            };
-        });
+        let result = run_connection(
+            &format!("{url}/runCase?case={case}&agent={agent}"),
+            |ws, kind, payload| {
+                // Sending fails only once a close started; the server decides the verdict.
+                let _ = match kind {
+                    MessageKind::Text => {
+                        ws.send_text(std::str::from_utf8(payload).expect("core validated UTF-8"))
+                    }
+                    MessageKind::Binary => ws.send_binary(payload),
+                };
+            },
+        );
         match result {
             Ok(outcome) => println!("case {case}/{count}: {outcome}"),
             Err(e) => eprintln!("case {case}/{count}: transport error: {e}"),
@@ -80,8 +96,12 @@ fn run_connection(
         while let Some(event) = ws.poll_event() {
             match event {
                 Event::Message(m) => on_message(&mut ws, m.kind, &m.payload),
-                Event::Closed { by, frame } => outcome = format!("closed by {by:?} with {}", frame.code),
-                Event::Failed(e) => outcome = format!("failed: {e} (close code {})", e.close_code()),
+                Event::Closed { by, frame } => {
+                    outcome = format!("closed by {by:?} with {}", frame.code)
+                }
+                Event::Failed(e) => {
+                    outcome = format!("failed: {e} (close code {})", e.close_code())
+                }
                 _ => {}
             }
         }

@@ -21,7 +21,10 @@ const LOCAL_MESSAGES: u64 = 200_000;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = match std::env::args().nth(1) {
         Some(url) => url,
-        None => format!("ws://{}/stream?streams=btcusdt@aggTrade", start_local_peer(LOCAL_MESSAGES)?),
+        None => format!(
+            "ws://{}/stream?streams=btcusdt@aggTrade",
+            start_local_peer(LOCAL_MESSAGES)?
+        ),
     };
     let mut ws = WebSocketClient::new(&url, WsConfig::default(), os_seed())?;
     let mut sock = TcpStream::connect((ws.endpoint().host.as_str(), ws.endpoint().port))?;

@@ -71,7 +71,10 @@ impl Endpoint {
         if bracketed.is_empty() {
             return Err(ConfigError::MissingHost);
         }
-        let host = bracketed.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let host = bracketed
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
         let port = url
             .port()
             .or(scheme.default_port())
@@ -104,13 +107,17 @@ mod tests {
 
     #[test]
     fn websocket_urls() {
-        let e = Endpoint::parse("wss://stream.binance.com:9443/stream?streams=btcusdt@aggTrade").unwrap();
+        let e = Endpoint::parse("wss://stream.binance.com:9443/stream?streams=btcusdt@aggTrade")
+            .unwrap();
         assert_eq!(e.scheme, Scheme::Wss);
         assert_eq!((e.host.as_str(), e.port), ("stream.binance.com", 9443));
         assert_eq!(e.host_header, "stream.binance.com:9443");
         assert_eq!(e.resource, "/stream?streams=btcusdt@aggTrade");
         let e = Endpoint::parse("ws://127.0.0.1").unwrap();
-        assert_eq!((e.port, e.host_header.as_str(), e.resource.as_str()), (80, "127.0.0.1", "/"));
+        assert_eq!(
+            (e.port, e.host_header.as_str(), e.resource.as_str()),
+            (80, "127.0.0.1", "/")
+        );
         let e = Endpoint::parse("wss://example.com:443/ws").unwrap();
         assert_eq!(e.host_header, "example.com");
     }
@@ -126,13 +133,25 @@ mod tests {
     fn line_urls_need_a_port() {
         let e = Endpoint::parse("tls://stream-api.betfair.com:443").unwrap();
         assert_eq!((e.scheme, e.port), (Scheme::Tls, 443));
-        assert!(matches!(Endpoint::parse("tcp://localhost"), Err(ConfigError::InvalidUrl(_))));
+        assert!(matches!(
+            Endpoint::parse("tcp://localhost"),
+            Err(ConfigError::InvalidUrl(_))
+        ));
     }
 
     #[test]
     fn rejects_bad_urls() {
-        assert!(matches!(Endpoint::parse("http://x/"), Err(ConfigError::UnsupportedScheme(_))));
-        assert_eq!(Endpoint::parse("ws://x/#frag"), Err(ConfigError::FragmentInUrl));
-        assert!(matches!(Endpoint::parse("not a url"), Err(ConfigError::InvalidUrl(_))));
+        assert!(matches!(
+            Endpoint::parse("http://x/"),
+            Err(ConfigError::UnsupportedScheme(_))
+        ));
+        assert_eq!(
+            Endpoint::parse("ws://x/#frag"),
+            Err(ConfigError::FragmentInUrl)
+        );
+        assert!(matches!(
+            Endpoint::parse("not a url"),
+            Err(ConfigError::InvalidUrl(_))
+        ));
     }
 }

@@ -33,10 +33,17 @@ pub use error::{close_code, ConfigError, Error, HandshakeError, ProtocolError, S
 pub use handshake::accept_key;
 pub use mask::apply_mask;
 pub use rng::{os_seed, Seed};
-pub use ws::{CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind, State, WebSocketClient};
+pub use ws::{
+    CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind, State, WebSocketClient,
+};
 
 /// Internals exposed for the fuzz targets and benchmarks; not a stable API.
 #[doc(hidden)]
 pub mod test_exports {
     pub use crate::ws::{Decoded, FrameDecoder};
 }
+
+/// The README's Rust examples compile as doctests, so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

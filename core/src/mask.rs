@@ -13,7 +13,8 @@ pub fn apply_mask(buf: &mut [u8], key: [u8; 4], offset: usize) {
     let word = u64::from_ne_bytes([k[0], k[1], k[2], k[3], k[0], k[1], k[2], k[3]]);
     let mut chunks = buf.chunks_exact_mut(8);
     for chunk in &mut chunks {
-        let masked = u64::from_ne_bytes(chunk.try_into().expect("chunks_exact yields 8 bytes")) ^ word;
+        let masked =
+            u64::from_ne_bytes(chunk.try_into().expect("chunks_exact yields 8 bytes")) ^ word;
         chunk.copy_from_slice(&masked.to_ne_bytes());
     }
     // Whole words are multiples of 4 bytes, so the tail restarts at key index 0.

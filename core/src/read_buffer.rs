@@ -29,7 +29,10 @@ pub(crate) struct ReadBuffer {
 
 impl ReadBuffer {
     pub(crate) fn new(max_read_size: usize) -> Self {
-        assert!(max_read_size > 0, "max_read_size must be validated as non-zero");
+        assert!(
+            max_read_size > 0,
+            "max_read_size must be validated as non-zero"
+        );
         Self {
             buf: BytesMut::new(),
             filled: 0,
@@ -84,7 +87,11 @@ impl ReadBuffer {
 
     /// Removes the first `n` unconsumed bytes and returns them, zero-copy.
     pub(crate) fn consume(&mut self, n: usize) -> Bytes {
-        assert!(n <= self.filled, "consume({n}) beyond the {} filled bytes", self.filled);
+        assert!(
+            n <= self.filled,
+            "consume({n}) beyond the {} filled bytes",
+            self.filled
+        );
         if n == 0 {
             return Bytes::new();
         }

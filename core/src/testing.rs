@@ -32,7 +32,8 @@ pub fn accept_response(request: &[u8]) -> Vec<u8> {
         .lines()
         .find_map(|l| {
             let (name, value) = l.split_once(':')?;
-            name.eq_ignore_ascii_case("sec-websocket-key").then(|| value.trim().to_owned())
+            name.eq_ignore_ascii_case("sec-websocket-key")
+                .then(|| value.trim().to_owned())
         })
         .expect("request has Sec-WebSocket-Key");
     format!(

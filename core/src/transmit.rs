@@ -55,7 +55,13 @@ impl TransmitQueue {
 
     /// Queues one masked frame over `payload`, which the caller gives up: masked in place,
     /// no copy.
-    pub(crate) fn push_frame_owned(&mut self, fin: bool, opcode: Opcode, mut payload: BytesMut, key: [u8; 4]) {
+    pub(crate) fn push_frame_owned(
+        &mut self,
+        fin: bool,
+        opcode: Opcode,
+        mut payload: BytesMut,
+        key: [u8; 4],
+    ) {
         if payload.len() <= INLINE_PAYLOAD_MAX {
             return self.push_frame(fin, opcode, &payload, key);
         }

@@ -12,9 +12,16 @@ fn assert_fails(bytes: &[u8], error: ProtocolError, code: u16) {
     let mut ws = open_client(WsConfig::default());
     ws.handle_input(bytes);
     let evs = events(&mut ws);
-    assert_eq!(evs.last(), Some(&Event::Failed(Error::Protocol(error.clone()))), "{evs:?}");
+    assert_eq!(
+        evs.last(),
+        Some(&Event::Failed(Error::Protocol(error.clone()))),
+        "{evs:?}"
+    );
     assert_eq!(error.close_code(), code);
-    assert_eq!(sent_frames(&mut ws), vec![(true, 0x8, code.to_be_bytes().to_vec())]);
+    assert_eq!(
+        sent_frames(&mut ws),
+        vec![(true, 0x8, code.to_be_bytes().to_vec())]
+    );
     assert_eq!(ws.state(), State::Failed);
     assert_eq!(ws.error(), Some(&Error::Protocol(error)));
     ws.handle_input(&server_frame(true, 1, b"after"));
@@ -24,7 +31,11 @@ fn assert_fails(bytes: &[u8], error: ProtocolError, code: u16) {
 
 #[test]
 fn section_5_1_masked_server_frame_is_1002() {
-    assert_fails(&[0x81, 0x81, 1, 2, 3, 4, b'a' ^ 1], ProtocolError::MaskedFrame, 1002);
+    assert_fails(
+        &[0x81, 0x81, 1, 2, 3, 4, b'a' ^ 1],
+        ProtocolError::MaskedFrame,
+        1002,
+    );
 }
 
 #[test]
@@ -35,18 +46,30 @@ fn section_5_2_rsv_bits_are_1002() {
 #[test]
 fn section_5_2_reserved_opcodes_are_1002() {
     for op in [3u8, 7, 0xB, 0xF] {
-        assert_fails(&server_frame(true, op, b""), ProtocolError::ReservedOpcode(op), 1002);
+        assert_fails(
+            &server_frame(true, op, b""),
+            ProtocolError::ReservedOpcode(op),
+            1002,
+        );
     }
 }
 
 #[test]
 fn section_5_2_length_top_bit_is_1002() {
-    assert_fails(&[0x82, 127, 0x80, 0, 0, 0, 0, 0, 0, 0], ProtocolError::LengthTopBitSet, 1002);
+    assert_fails(
+        &[0x82, 127, 0x80, 0, 0, 0, 0, 0, 0, 0],
+        ProtocolError::LengthTopBitSet,
+        1002,
+    );
 }
 
 #[test]
 fn section_5_4_continuation_without_start_is_1002() {
-    assert_fails(&server_frame(true, 0, b"x"), ProtocolError::UnexpectedContinuation, 1002);
+    assert_fails(
+        &server_frame(true, 0, b"x"),
+        ProtocolError::UnexpectedContinuation,
+        1002,
+    );
 }
 
 #[test]
@@ -58,22 +81,50 @@ fn section_5_4_new_message_inside_fragmented_is_1002() {
 
 #[test]
 fn section_5_5_control_frame_rules_are_1002() {
-    assert_fails(&server_frame(false, 9, b""), ProtocolError::FragmentedControlFrame, 1002);
-    assert_fails(&server_frame(true, 9, &[0; 126]), ProtocolError::ControlFrameTooLong(126), 1002);
+    assert_fails(
+        &server_frame(false, 9, b""),
+        ProtocolError::FragmentedControlFrame,
+        1002,
+    );
+    assert_fails(
+        &server_frame(true, 9, &[0; 126]),
+        ProtocolError::ControlFrameTooLong(126),
+        1002,
+    );
 }
 
 #[test]
 fn section_5_5_1_close_payload_rules() {
-    assert_fails(&server_frame(true, 8, &[3]), ProtocolError::CloseFrameOneByte, 1002);
-    assert_fails(&server_frame(true, 8, &close_payload(1005, "")), ProtocolError::InvalidCloseCode(1005), 1002);
-    assert_fails(&server_frame(true, 8, &[0x03, 0xE8, 0xFF]), ProtocolError::InvalidCloseReason, 1007);
+    assert_fails(
+        &server_frame(true, 8, &[3]),
+        ProtocolError::CloseFrameOneByte,
+        1002,
+    );
+    assert_fails(
+        &server_frame(true, 8, &close_payload(1005, "")),
+        ProtocolError::InvalidCloseCode(1005),
+        1002,
+    );
+    assert_fails(
+        &server_frame(true, 8, &[0x03, 0xE8, 0xFF]),
+        ProtocolError::InvalidCloseReason,
+        1007,
+    );
 }
 
 #[test]
 fn section_8_1_invalid_utf8_is_1007() {
-    assert_fails(&server_frame(true, 1, b"ok \xff"), ProtocolError::InvalidUtf8, 1007);
+    assert_fails(
+        &server_frame(true, 1, b"ok \xff"),
+        ProtocolError::InvalidUtf8,
+        1007,
+    );
     // Truncated character at the end of the message.
-    assert_fails(&server_frame(true, 1, b"\xe2\x82"), ProtocolError::InvalidUtf8, 1007);
+    assert_fails(
+        &server_frame(true, 1, b"\xe2\x82"),
+        ProtocolError::InvalidUtf8,
+        1007,
+    );
 }
 
 #[test]
@@ -81,7 +132,10 @@ fn section_8_1_invalid_utf8_fails_fast_across_fragments() {
     let mut ws = open_client(WsConfig::default());
     // The first fragment is already invalid: no need to wait for the rest.
     ws.handle_input(&server_frame(false, 1, b"\xce\xba\xed\xa0\x80"));
-    assert_eq!(events(&mut ws), vec![Event::Failed(ProtocolError::InvalidUtf8.into())]);
+    assert_eq!(
+        events(&mut ws),
+        vec![Event::Failed(ProtocolError::InvalidUtf8.into())]
+    );
 }
 
 #[test]
@@ -89,7 +143,10 @@ fn section_8_1_invalid_utf8_fails_fast_inside_a_partial_frame() {
     let mut ws = open_client(WsConfig::default());
     let frame = server_frame(true, 1, &[&b"\xff"[..], &[b'a'; 1000]].concat());
     ws.handle_input(&frame[..10]);
-    assert_eq!(events(&mut ws), vec![Event::Failed(ProtocolError::InvalidUtf8.into())]);
+    assert_eq!(
+        events(&mut ws),
+        vec![Event::Failed(ProtocolError::InvalidUtf8.into())]
+    );
 }
 
 #[test]
@@ -109,21 +166,44 @@ fn utf8_split_across_fragments_is_valid() {
 
 #[test]
 fn frame_over_limit_is_1009_before_its_payload_arrives() {
-    let config = WsConfig { max_frame_size: 1000, ..WsConfig::default() };
+    let config = WsConfig {
+        max_frame_size: 1000,
+        ..WsConfig::default()
+    };
     let mut ws = open_client(config);
     ws.handle_input(&[0x82, 126, 0x03, 0xE9]); // header only: 1001 bytes declared
-    assert_eq!(events(&mut ws), vec![Event::Failed(ProtocolError::FrameTooLarge { len: 1001, max: 1000 }.into())]);
-    assert_eq!(sent_frames(&mut ws), vec![(true, 8, 1009u16.to_be_bytes().to_vec())]);
+    assert_eq!(
+        events(&mut ws),
+        vec![Event::Failed(
+            ProtocolError::FrameTooLarge {
+                len: 1001,
+                max: 1000
+            }
+            .into()
+        )]
+    );
+    assert_eq!(
+        sent_frames(&mut ws),
+        vec![(true, 8, 1009u16.to_be_bytes().to_vec())]
+    );
 }
 
 #[test]
 fn message_over_limit_is_1009_across_fragments() {
-    let config = WsConfig { max_message_size: 10, ..WsConfig::default() };
+    let config = WsConfig {
+        max_message_size: 10,
+        ..WsConfig::default()
+    };
     let mut ws = open_client(config);
     let mut bytes = server_frame(false, 2, &[1; 6]);
     bytes.extend(server_frame(true, 0, &[2; 5]));
     ws.handle_input(&bytes);
-    assert_eq!(events(&mut ws), vec![Event::Failed(ProtocolError::MessageTooLarge { len: 11, max: 10 }.into())]);
+    assert_eq!(
+        events(&mut ws),
+        vec![Event::Failed(
+            ProtocolError::MessageTooLarge { len: 11, max: 10 }.into()
+        )]
+    );
 }
 
 #[test]
@@ -136,7 +216,9 @@ fn messages_before_a_violation_are_delivered() {
     let evs = events(&mut ws);
     assert_eq!(evs.len(), 3, "{evs:?}");
     assert!(matches!(&evs[0], Event::Message(m) if m.payload == "one"));
-    assert!(matches!(&evs[1], Event::Message(m) if m.payload == "two" && m.kind == MessageKind::Binary));
+    assert!(
+        matches!(&evs[1], Event::Message(m) if m.payload == "two" && m.kind == MessageKind::Binary)
+    );
     assert!(matches!(&evs[2], Event::Failed(_)));
 }
 
@@ -147,7 +229,10 @@ fn lengths_7_16_64_bit_and_empty() {
         let payload: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
         ws.handle_input(&server_frame(true, 2, &payload));
         let evs = events(&mut ws);
-        assert!(matches!(evs.as_slice(), [Event::Message(m)] if m.payload == payload), "len {len}");
+        assert!(
+            matches!(evs.as_slice(), [Event::Message(m)] if m.payload == payload),
+            "len {len}"
+        );
     }
 }
 
@@ -173,9 +258,14 @@ fn oversized_control_frame_error_does_not_depend_on_read_splits() {
     whole.handle_input(&bytes);
     let mut split = open_client(WsConfig::default());
     split.handle_input(&bytes[..3]);
-    assert!(events(&mut split).is_empty(), "waits for the declared length");
+    assert!(
+        events(&mut split).is_empty(),
+        "waits for the declared length"
+    );
     split.handle_input(&bytes[3..]);
-    let expected = vec![Event::Failed(ProtocolError::ControlFrameTooLong(256).into())];
+    let expected = vec![Event::Failed(
+        ProtocolError::ControlFrameTooLong(256).into(),
+    )];
     assert_eq!(events(&mut whole), expected);
     assert_eq!(events(&mut split), expected);
 }

@@ -8,11 +8,22 @@ use feedwire_core::{ConfigError, Error, Event, HandshakeError, State, WebSocketC
 
 #[test]
 fn request_carries_key_version_and_resource() {
-    let mut ws = WebSocketClient::new("ws://example.com:8080/ws?streams=a@b", WsConfig::default(), SEED).unwrap();
+    let mut ws = WebSocketClient::new(
+        "ws://example.com:8080/ws?streams=a@b",
+        WsConfig::default(),
+        SEED,
+    )
+    .unwrap();
     let req = String::from_utf8(drain_tx(&mut ws)).unwrap();
-    assert!(req.starts_with("GET /ws?streams=a@b HTTP/1.1\r\nHost: example.com:8080\r\n"), "{req}");
+    assert!(
+        req.starts_with("GET /ws?streams=a@b HTTP/1.1\r\nHost: example.com:8080\r\n"),
+        "{req}"
+    );
     assert!(req.contains("\r\nSec-WebSocket-Version: 13\r\n"));
-    let key = req.lines().find_map(|l| l.strip_prefix("Sec-WebSocket-Key: ")).unwrap();
+    let key = req
+        .lines()
+        .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+        .unwrap();
     assert_eq!(key.len(), 24, "16 bytes in base64");
     assert!(req.ends_with("\r\n\r\n"));
     assert_eq!(ws.state(), State::Handshaking);
@@ -23,7 +34,9 @@ fn keys_differ_per_seed() {
     let key = |seed| {
         let mut ws = WebSocketClient::new(URL, WsConfig::default(), seed).unwrap();
         let req = String::from_utf8(drain_tx(&mut ws)).unwrap();
-        req.lines().find_map(|l| l.strip_prefix("Sec-WebSocket-Key: ").map(str::to_owned)).unwrap()
+        req.lines()
+            .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: ").map(str::to_owned))
+            .unwrap()
     };
     assert_ne!(key([1; 32]), key([2; 32]));
     assert_eq!(key([1; 32]), key([1; 32]), "deterministic for a given seed");
@@ -48,7 +61,10 @@ fn bad_accept_fails_without_sending_close() {
     let mut ws = WebSocketClient::new(URL, WsConfig::default(), SEED).unwrap();
     drain_tx(&mut ws);
     ws.handle_input(b"HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nConnection: upgrade\r\nSec-WebSocket-Accept: AAAA\r\n\r\n");
-    assert_eq!(events(&mut ws), vec![Event::Failed(HandshakeError::AcceptMismatch.into())]);
+    assert_eq!(
+        events(&mut ws),
+        vec![Event::Failed(HandshakeError::AcceptMismatch.into())]
+    );
     assert_eq!(ws.state(), State::Failed);
     assert!(drain_tx(&mut ws).is_empty());
     assert!(ws.is_finished());
@@ -58,11 +74,18 @@ fn bad_accept_fails_without_sending_close() {
 fn refused_upgrade_reports_status_and_body() {
     let mut ws = WebSocketClient::new(URL, WsConfig::default(), SEED).unwrap();
     drain_tx(&mut ws);
-    ws.handle_input(b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 20\r\n\r\n{\"code\":-1003,");
+    ws.handle_input(
+        b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 20\r\n\r\n{\"code\":-1003,",
+    );
     assert!(events(&mut ws).is_empty(), "body still incomplete");
     ws.handle_input(b"\"x\":1}trailing garbage");
     let evs = events(&mut ws);
-    let [Event::Failed(Error::Handshake(HandshakeError::Rejected { status, reason, body }))] = evs.as_slice() else {
+    let [Event::Failed(Error::Handshake(HandshakeError::Rejected {
+        status,
+        reason,
+        body,
+    }))] = evs.as_slice()
+    else {
         panic!("{evs:?}");
     };
     assert_eq!((*status, reason.as_str()), (429, "Too Many Requests"));
@@ -85,11 +108,19 @@ fn refused_upgrade_without_length_ends_at_eof() {
 
 #[test]
 fn head_over_the_cap_fails() {
-    let config = WsConfig { max_handshake_size: 64, ..WsConfig::default() };
+    let config = WsConfig {
+        max_handshake_size: 64,
+        ..WsConfig::default()
+    };
     let mut ws = WebSocketClient::new(URL, config, SEED).unwrap();
     drain_tx(&mut ws);
     ws.handle_input(format!("HTTP/1.1 101 OK\r\nX-Pad: {}\r\n", "a".repeat(100)).as_bytes());
-    assert_eq!(events(&mut ws), vec![Event::Failed(HandshakeError::HeadTooLarge { max: 64 }.into())]);
+    assert_eq!(
+        events(&mut ws),
+        vec![Event::Failed(
+            HandshakeError::HeadTooLarge { max: 64 }.into()
+        )]
+    );
 }
 
 #[test]
@@ -98,7 +129,10 @@ fn eof_during_handshake() {
     drain_tx(&mut ws);
     ws.handle_input(b"HTTP/1.1 101 Swi");
     ws.handle_eof();
-    assert_eq!(events(&mut ws), vec![Event::Failed(HandshakeError::Eof.into())]);
+    assert_eq!(
+        events(&mut ws),
+        vec![Event::Failed(HandshakeError::Eof.into())]
+    );
 }
 
 #[test]
@@ -111,15 +145,33 @@ fn every_split_of_the_head_opens_once() {
         ws.handle_input(&response[..cut]);
         assert!(events(&mut ws).is_empty(), "cut {cut}");
         ws.handle_input(&response[cut..]);
-        assert!(matches!(events(&mut ws).as_slice(), [Event::Opened(_)]), "cut {cut}");
+        assert!(
+            matches!(events(&mut ws).as_slice(), [Event::Opened(_)]),
+            "cut {cut}"
+        );
     }
 }
 
 #[test]
 fn config_errors_are_typed() {
-    let bad_header = WsConfig { extra_headers: vec![("X-Key".into(), "a\r\nEvil: 1".into())], ..WsConfig::default() };
-    assert_eq!(WebSocketClient::new(URL, bad_header, SEED).unwrap_err(), ConfigError::InvalidHeader("X-Key".into()));
-    let zero = WsConfig { max_read_size: 0, ..WsConfig::default() };
-    assert_eq!(WebSocketClient::new(URL, zero, SEED).unwrap_err(), ConfigError::ZeroLimit("max_read_size"));
-    assert!(matches!(WebSocketClient::new("tcp://h:1", WsConfig::default(), SEED), Err(ConfigError::UnsupportedScheme(_))));
+    let bad_header = WsConfig {
+        extra_headers: vec![("X-Key".into(), "a\r\nEvil: 1".into())],
+        ..WsConfig::default()
+    };
+    assert_eq!(
+        WebSocketClient::new(URL, bad_header, SEED).unwrap_err(),
+        ConfigError::InvalidHeader("X-Key".into())
+    );
+    let zero = WsConfig {
+        max_read_size: 0,
+        ..WsConfig::default()
+    };
+    assert_eq!(
+        WebSocketClient::new(URL, zero, SEED).unwrap_err(),
+        ConfigError::ZeroLimit("max_read_size")
+    );
+    assert!(matches!(
+        WebSocketClient::new("tcp://h:1", WsConfig::default(), SEED),
+        Err(ConfigError::UnsupportedScheme(_))
+    ));
 }

@@ -9,7 +9,10 @@ use feedwire_core::{Event, WsConfig};
 
 #[test]
 fn reads_are_capped_at_max_read_size() {
-    let mut ws = open_client(WsConfig { max_read_size: 1000, ..WsConfig::default() });
+    let mut ws = open_client(WsConfig {
+        max_read_size: 1000,
+        ..WsConfig::default()
+    });
     assert_eq!(ws.read_buf().len(), 1000);
 }
 
@@ -23,8 +26,12 @@ fn unfragmented_messages_are_slices_of_the_read_buffer() {
     let buf_start = buf.as_ptr() as usize;
     ws.handle_read(bytes.len());
     let evs = events(&mut ws);
-    let Event::Message(a) = &evs[0] else { panic!("{evs:?}") };
-    let Event::Message(b) = &evs[1] else { panic!("{evs:?}") };
+    let Event::Message(a) = &evs[0] else {
+        panic!("{evs:?}")
+    };
+    let Event::Message(b) = &evs[1] else {
+        panic!("{evs:?}")
+    };
     assert_eq!(a.payload.as_ptr() as usize, buf_start + 2, "zero-copy");
     assert_eq!(b.payload.as_ptr() as usize, buf_start + 9, "zero-copy");
 }
@@ -32,7 +39,10 @@ fn unfragmented_messages_are_slices_of_the_read_buffer() {
 #[test]
 fn message_larger_than_max_read_size_is_reassembled_then_buffer_shrinks() {
     let max = 16 * 1024;
-    let mut ws = open_client(WsConfig { max_read_size: max, ..WsConfig::default() });
+    let mut ws = open_client(WsConfig {
+        max_read_size: max,
+        ..WsConfig::default()
+    });
     let payload: Vec<u8> = (0..450_000).map(|i| b'a' + (i % 26) as u8).collect();
     let mut bytes = server_frame(true, 1, &payload);
     bytes.extend(server_frame(true, 1, b"small after"));
@@ -52,9 +62,16 @@ fn message_larger_than_max_read_size_is_reassembled_then_buffer_shrinks() {
     assert_eq!(seen.len(), 2);
     assert!(matches!(&seen[0], Event::Message(m) if m.payload == payload));
     assert!(matches!(&seen[1], Event::Message(m) if m.payload == "small after"));
-    assert!(peak >= bytes.len() - 20, "one block held the whole frame: {peak}");
+    assert!(
+        peak >= bytes.len() - 20,
+        "one block held the whole frame: {peak}"
+    );
     ws.read_buf();
-    assert_eq!(ws.read_buffer_capacity(), 2 * max, "back to the normal block size");
+    assert_eq!(
+        ws.read_buffer_capacity(),
+        2 * max,
+        "back to the normal block size"
+    );
 }
 
 #[test]

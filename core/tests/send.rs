@@ -13,12 +13,24 @@ fn text_and_binary_round_trip_through_the_mask() {
     for len in [0usize, 1, 125, 126, 1024, 1025, 65535, 65536, 300_000] {
         let data: Vec<u8> = (0..len).map(|i| (i * 13) as u8).collect();
         ws.send_binary(&data).unwrap();
-        assert_eq!(sent_frames(&mut ws), vec![(true, 2, data.clone())], "len {len}");
-        ws.send_owned(MessageKind::Binary, BytesMut::from(&data[..])).unwrap();
-        assert_eq!(sent_frames(&mut ws), vec![(true, 2, data)], "owned len {len}");
+        assert_eq!(
+            sent_frames(&mut ws),
+            vec![(true, 2, data.clone())],
+            "len {len}"
+        );
+        ws.send_owned(MessageKind::Binary, BytesMut::from(&data[..]))
+            .unwrap();
+        assert_eq!(
+            sent_frames(&mut ws),
+            vec![(true, 2, data)],
+            "owned len {len}"
+        );
     }
     ws.send_text("{\"method\":\"SUBSCRIBE\"}").unwrap();
-    assert_eq!(sent_frames(&mut ws), vec![(true, 1, b"{\"method\":\"SUBSCRIBE\"}".to_vec())]);
+    assert_eq!(
+        sent_frames(&mut ws),
+        vec![(true, 1, b"{\"method\":\"SUBSCRIBE\"}".to_vec())]
+    );
 }
 
 #[test]
@@ -47,12 +59,23 @@ fn large_owned_payload_is_queued_without_copy() {
 
 #[test]
 fn outgoing_messages_fragment_at_the_configured_size() {
-    let mut ws = open_client(WsConfig { fragment_size: Some(4), ..WsConfig::default() });
+    let mut ws = open_client(WsConfig {
+        fragment_size: Some(4),
+        ..WsConfig::default()
+    });
     ws.send_text("abcdefghij").unwrap();
     assert_eq!(
         sent_frames(&mut ws),
-        vec![(false, 1, b"abcd".to_vec()), (false, 0, b"efgh".to_vec()), (true, 0, b"ij".to_vec())]
+        vec![
+            (false, 1, b"abcd".to_vec()),
+            (false, 0, b"efgh".to_vec()),
+            (true, 0, b"ij".to_vec())
+        ]
     );
-    ws.send_owned(MessageKind::Binary, BytesMut::from(&b"12345678"[..])).unwrap();
-    assert_eq!(sent_frames(&mut ws), vec![(false, 2, b"1234".to_vec()), (true, 0, b"5678".to_vec())]);
+    ws.send_owned(MessageKind::Binary, BytesMut::from(&b"12345678"[..]))
+        .unwrap();
+    assert_eq!(
+        sent_frames(&mut ws),
+        vec![(false, 2, b"1234".to_vec()), (true, 0, b"5678".to_vec())]
+    );
 }

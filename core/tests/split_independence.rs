@@ -12,7 +12,11 @@ use proptest::prelude::*;
 #[derive(Debug, Clone)]
 enum Item {
     /// A message (text if `text`) sent as `fragments` frames.
-    Message { text: bool, len: usize, fragments: usize },
+    Message {
+        text: bool,
+        len: usize,
+        fragments: usize,
+    },
     Ping(usize),
     Pong(usize),
 }
@@ -50,12 +54,30 @@ fn encode(items: &[Item], close: bool) -> Vec<u8> {
     let mut out = Vec::new();
     for item in items {
         match *item {
-            Item::Message { text, len, fragments } => {
-                let payload = if text { text_payload(len) } else { (0..len).map(|i| i as u8).collect() };
+            Item::Message {
+                text,
+                len,
+                fragments,
+            } => {
+                let payload = if text {
+                    text_payload(len)
+                } else {
+                    (0..len).map(|i| i as u8).collect()
+                };
                 let step = payload.len().div_ceil(fragments).max(1);
-                let pieces: Vec<&[u8]> = if payload.is_empty() { vec![&[]] } else { payload.chunks(step).collect() };
+                let pieces: Vec<&[u8]> = if payload.is_empty() {
+                    vec![&[]]
+                } else {
+                    payload.chunks(step).collect()
+                };
                 for (i, piece) in pieces.iter().enumerate() {
-                    let opcode = if i > 0 { 0 } else if text { 1 } else { 2 };
+                    let opcode = if i > 0 {
+                        0
+                    } else if text {
+                        1
+                    } else {
+                        2
+                    };
                     out.extend(server_frame(i + 1 == pieces.len(), opcode, piece));
                 }
             }
@@ -72,7 +94,10 @@ fn encode(items: &[Item], close: bool) -> Vec<u8> {
 /// Runs a client over `stream`, reading `chunks[i % len]` bytes at a time (capped by what
 /// `read_buf` offers); returns the events and everything the client sent.
 fn run(stream: &[u8], max_read_size: usize, chunks: &[usize]) -> (Vec<Event>, Vec<u8>) {
-    let config = WsConfig { max_read_size, ..WsConfig::default() };
+    let config = WsConfig {
+        max_read_size,
+        ..WsConfig::default()
+    };
     let mut ws = WebSocketClient::new(URL, config, SEED).unwrap();
     let request = drain_tx(&mut ws);
     let mut input = accept_response(&request);
@@ -82,7 +107,10 @@ fn run(stream: &[u8], max_read_size: usize, chunks: &[usize]) -> (Vec<Event>, Ve
     let mut i = 0;
     while fed < input.len() {
         let buf = ws.read_buf();
-        let n = buf.len().min(chunks[i % chunks.len()]).min(input.len() - fed);
+        let n = buf
+            .len()
+            .min(chunks[i % chunks.len()])
+            .min(input.len() - fed);
         buf[..n].copy_from_slice(&input[fed..fed + n]);
         ws.handle_read(n);
         fed += n;

@@ -26,7 +26,9 @@ impl BlockingClient {
         let mut client = Self { ws, sock };
         match client.next_event()? {
             Some(Event::Opened(_)) => Ok(client),
-            other => Err(io::Error::other(format!("handshake did not open: {other:?}"))),
+            other => Err(io::Error::other(format!(
+                "handshake did not open: {other:?}"
+            ))),
         }
     }
 
@@ -57,7 +59,9 @@ impl BlockingClient {
 
     /// Starts the close handshake and flushes.
     pub fn close(&mut self, code: u16, reason: &str) -> Result<(), Box<dyn std::error::Error>> {
-        self.ws.close(code, reason, Instant::now()).map_err(|e: SendError| Box::new(e))?;
+        self.ws
+            .close(code, reason, Instant::now())
+            .map_err(|e: SendError| Box::new(e))?;
         Ok(self.flush()?)
     }
 

@@ -126,7 +126,9 @@ pub(crate) fn parse_header(
 /// The extended length, if its bytes are present; for error reports only.
 fn declared_len(buf: &[u8], len7: u8) -> Option<u64> {
     match len7 {
-        126 => buf.get(2..4).map(|b| u64::from(u16::from_be_bytes([b[0], b[1]]))),
+        126 => buf
+            .get(2..4)
+            .map(|b| u64::from(u16::from_be_bytes([b[0], b[1]]))),
         _ => buf
             .get(2..10)
             .map(|b| u64::from_be_bytes(b.try_into().expect("slice of 8 bytes"))),
@@ -143,14 +145,27 @@ mod tests {
     fn section_5_2_lengths_7_16_64_bit() {
         assert_eq!(
             parse_header(&[0x81, 5], MAX),
-            Ok(Some(FrameHeader { fin: true, opcode: Opcode::Text, header_len: 2, payload_len: 5 }))
+            Ok(Some(FrameHeader {
+                fin: true,
+                opcode: Opcode::Text,
+                header_len: 2,
+                payload_len: 5
+            }))
         );
         assert_eq!(
-            parse_header(&[0x82, 126, 0x01, 0x00], MAX).unwrap().unwrap().payload_len,
+            parse_header(&[0x82, 126, 0x01, 0x00], MAX)
+                .unwrap()
+                .unwrap()
+                .payload_len,
             256
         );
-        let h = parse_header(&[0x02, 127, 0, 0, 0, 0, 0, 1, 0, 0], MAX).unwrap().unwrap();
-        assert_eq!((h.fin, h.opcode, h.header_len, h.payload_len), (false, Opcode::Binary, 10, 65536));
+        let h = parse_header(&[0x02, 127, 0, 0, 0, 0, 0, 1, 0, 0], MAX)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (h.fin, h.opcode, h.header_len, h.payload_len),
+            (false, Opcode::Binary, 10, 65536)
+        );
     }
 
     #[test]
@@ -158,15 +173,27 @@ mod tests {
         assert_eq!(parse_header(&[], MAX), Ok(None));
         assert_eq!(parse_header(&[0x81], MAX), Ok(None));
         assert_eq!(parse_header(&[0x81, 126, 1], MAX), Ok(None));
-        assert_eq!(parse_header(&[0x81, 127, 0, 0, 0, 0, 0, 0, 1], MAX), Ok(None));
+        assert_eq!(
+            parse_header(&[0x81, 127, 0, 0, 0, 0, 0, 0, 1], MAX),
+            Ok(None)
+        );
     }
 
     #[test]
     fn section_5_2_rsv_opcode_and_top_bit() {
-        assert_eq!(parse_header(&[0xC1, 0], MAX), Err(ProtocolError::ReservedBits(0b100)));
-        assert_eq!(parse_header(&[0x91, 0], MAX), Err(ProtocolError::ReservedBits(0b001)));
+        assert_eq!(
+            parse_header(&[0xC1, 0], MAX),
+            Err(ProtocolError::ReservedBits(0b100))
+        );
+        assert_eq!(
+            parse_header(&[0x91, 0], MAX),
+            Err(ProtocolError::ReservedBits(0b001))
+        );
         for op in [3u8, 4, 5, 6, 7, 0xB, 0xC, 0xD, 0xE, 0xF] {
-            assert_eq!(parse_header(&[0x80 | op, 0], MAX), Err(ProtocolError::ReservedOpcode(op)));
+            assert_eq!(
+                parse_header(&[0x80 | op, 0], MAX),
+                Err(ProtocolError::ReservedOpcode(op))
+            );
         }
         assert_eq!(
             parse_header(&[0x82, 127, 0x80, 0, 0, 0, 0, 0, 0, 1], MAX),
@@ -176,12 +203,18 @@ mod tests {
 
     #[test]
     fn section_5_1_masked_server_frame() {
-        assert_eq!(parse_header(&[0x81, 0x85, 1, 2, 3, 4], MAX), Err(ProtocolError::MaskedFrame));
+        assert_eq!(
+            parse_header(&[0x81, 0x85, 1, 2, 3, 4], MAX),
+            Err(ProtocolError::MaskedFrame)
+        );
     }
 
     #[test]
     fn section_5_5_control_frames() {
-        assert_eq!(parse_header(&[0x09, 0], MAX), Err(ProtocolError::FragmentedControlFrame));
+        assert_eq!(
+            parse_header(&[0x09, 0], MAX),
+            Err(ProtocolError::FragmentedControlFrame)
+        );
         assert_eq!(
             parse_header(&[0x89, 126, 0, 126], MAX),
             Err(ProtocolError::ControlFrameTooLong(126))
@@ -192,7 +225,13 @@ mod tests {
     #[test]
     fn frame_over_the_limit_is_1009() {
         let e = parse_header(&[0x82, 126, 0x10, 0x00], 4095).unwrap_err();
-        assert_eq!(e, ProtocolError::FrameTooLarge { len: 4096, max: 4095 });
+        assert_eq!(
+            e,
+            ProtocolError::FrameTooLarge {
+                len: 4096,
+                max: 4095
+            }
+        );
         assert_eq!(e.close_code(), 1009);
     }
 }

@@ -30,6 +30,9 @@ pub(crate) fn encode_key(nonce: &[u8; 16]) -> String {
 mod tests {
     #[test]
     fn rfc_6455_section_1_3_example() {
-        assert_eq!(super::accept_key(b"dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+        assert_eq!(
+            super::accept_key(b"dGhlIHNhbXBsZSBub25jZQ=="),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
     }
 }

@@ -79,7 +79,7 @@ pub(crate) fn parse_response(
         None => None,
         Some(p) => {
             let p = lossy(p.trim_ascii());
-            if !offered_subprotocols.iter().any(|o| *o == p) {
+            if !offered_subprotocols.contains(&p) {
                 return Err(HandshakeError::UnexpectedSubprotocol(p));
             }
             Some(p)
@@ -138,7 +138,11 @@ mod tests {
     fn accepts_case_insensitive_tokens() {
         let head = ok_head("");
         match parse(&head).unwrap().unwrap() {
-            ParsedResponse::Accepted { head_len, subprotocol, headers } => {
+            ParsedResponse::Accepted {
+                head_len,
+                subprotocol,
+                headers,
+            } => {
                 assert_eq!(head_len, head.len());
                 assert_eq!(subprotocol, None);
                 assert_eq!(headers.len(), 3);
@@ -157,20 +161,39 @@ mod tests {
 
     #[test]
     fn checks_upgrade_connection_accept() {
-        let no_upgrade = format!("HTTP/1.1 101 OK\r\nConnection: upgrade\r\nSec-WebSocket-Accept: {ACCEPT}\r\n\r\n");
-        assert_eq!(parse(&no_upgrade).unwrap_err(), HandshakeError::MissingUpgrade);
-        let no_conn = format!("HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: {ACCEPT}\r\n\r\n");
-        assert_eq!(parse(&no_conn).unwrap_err(), HandshakeError::MissingConnectionUpgrade);
+        let no_upgrade = format!(
+            "HTTP/1.1 101 OK\r\nConnection: upgrade\r\nSec-WebSocket-Accept: {ACCEPT}\r\n\r\n"
+        );
+        assert_eq!(
+            parse(&no_upgrade).unwrap_err(),
+            HandshakeError::MissingUpgrade
+        );
+        let no_conn = format!(
+            "HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: {ACCEPT}\r\n\r\n"
+        );
+        assert_eq!(
+            parse(&no_conn).unwrap_err(),
+            HandshakeError::MissingConnectionUpgrade
+        );
         let bad_accept = "HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nConnection: upgrade\r\nSec-WebSocket-Accept: xyz=\r\n\r\n";
-        assert_eq!(parse(bad_accept).unwrap_err(), HandshakeError::AcceptMismatch);
+        assert_eq!(
+            parse(bad_accept).unwrap_err(),
+            HandshakeError::AcceptMismatch
+        );
     }
 
     #[test]
     fn rejects_unoffered_extension_and_subprotocol() {
         let ext = ok_head("Sec-WebSocket-Extensions: permessage-deflate\r\n");
-        assert!(matches!(parse(&ext).unwrap_err(), HandshakeError::UnexpectedExtension(_)));
+        assert!(matches!(
+            parse(&ext).unwrap_err(),
+            HandshakeError::UnexpectedExtension(_)
+        ));
         let proto = ok_head("Sec-WebSocket-Protocol: xml\r\n");
-        assert!(matches!(parse(&proto).unwrap_err(), HandshakeError::UnexpectedSubprotocol(_)));
+        assert!(matches!(
+            parse(&proto).unwrap_err(),
+            HandshakeError::UnexpectedSubprotocol(_)
+        ));
         let offered = ok_head("Sec-WebSocket-Protocol: json\r\n");
         assert!(matches!(
             parse(&offered).unwrap().unwrap(),
@@ -182,8 +205,16 @@ mod tests {
     fn non_101_is_refused_with_status_and_length() {
         let head = "HTTP/1.1 429 Too Many Requests\r\nContent-Length: 12\r\n\r\n";
         match parse(head).unwrap().unwrap() {
-            ParsedResponse::Refused { status, reason, content_length, head_len } => {
-                assert_eq!((status, reason.as_str(), content_length), (429, "Too Many Requests", Some(12)));
+            ParsedResponse::Refused {
+                status,
+                reason,
+                content_length,
+                head_len,
+            } => {
+                assert_eq!(
+                    (status, reason.as_str(), content_length),
+                    (429, "Too Many Requests", Some(12))
+                );
                 assert_eq!(head_len, head.len());
             }
             other => panic!("{other:?}"),
@@ -192,6 +223,9 @@ mod tests {
 
     #[test]
     fn garbage_is_malformed() {
-        assert!(matches!(parse("SSH-2.0-OpenSSH\r\n\r\n"), Err(HandshakeError::Malformed(_))));
+        assert!(matches!(
+            parse("SSH-2.0-OpenSSH\r\n\r\n"),
+            Err(HandshakeError::Malformed(_))
+        ));
     }
 }

@@ -124,7 +124,10 @@ impl WebSocketClient {
     pub fn new(url: &str, config: WsConfig, seed: Seed) -> Result<Self, ConfigError> {
         let endpoint = Endpoint::parse(url)?;
         if !endpoint.scheme.is_websocket() {
-            return Err(ConfigError::UnsupportedScheme(format!("{:?}", endpoint.scheme)));
+            return Err(ConfigError::UnsupportedScheme(format!(
+                "{:?}",
+                endpoint.scheme
+            )));
         }
         config.validate()?;
         let mut rng = MaskRng::from_seed(seed);
@@ -257,7 +260,11 @@ impl WebSocketClient {
 
     /// Sends a message whose buffer the caller gives up: masked in place and queued without
     /// a copy. A text payload must be UTF-8 (it is not re-checked).
-    pub fn send_owned(&mut self, kind: MessageKind, mut payload: BytesMut) -> Result<(), SendError> {
+    pub fn send_owned(
+        &mut self,
+        kind: MessageKind,
+        mut payload: BytesMut,
+    ) -> Result<(), SendError> {
         self.check_open()?;
         let first = data_opcode(kind);
         let size = self.config.fragment_size.unwrap_or(usize::MAX).max(1);
@@ -371,7 +378,8 @@ impl WebSocketClient {
             2 + reason.len()
         };
         let key = self.rng.mask_key();
-        self.tx.push_frame(true, Opcode::Close, &payload[..len], key);
+        self.tx
+            .push_frame(true, Opcode::Close, &payload[..len], key);
     }
 
     fn process(&mut self) {
@@ -444,7 +452,10 @@ impl WebSocketClient {
 
     fn process_refusal_body(&mut self) {
         let cap = self.config.max_handshake_size;
-        let Phase::Refused { body, remaining, .. } = &mut self.phase else {
+        let Phase::Refused {
+            body, remaining, ..
+        } = &mut self.phase
+        else {
             unreachable!("process_refusal_body is only called while refused");
         };
         let available = self.rb.filled().len();
@@ -461,7 +472,13 @@ impl WebSocketClient {
     }
 
     fn finish_refusal(&mut self) {
-        let Phase::Refused { status, reason, body, .. } = std::mem::replace(&mut self.phase, Phase::Closed) else {
+        let Phase::Refused {
+            status,
+            reason,
+            body,
+            ..
+        } = std::mem::replace(&mut self.phase, Phase::Closed)
+        else {
             unreachable!("finish_refusal is only called while refused");
         };
         self.fail(
@@ -485,17 +502,21 @@ impl WebSocketClient {
         self.rb.set_frame_hint(hint);
         for item in decoded.drain(..) {
             match item {
-                Decoded::Message { kind, payload } => self.events.push_back(Event::Message(Message {
-                    kind,
-                    payload: input.slice(payload),
-                })),
+                Decoded::Message { kind, payload } => {
+                    self.events.push_back(Event::Message(Message {
+                        kind,
+                        payload: input.slice(payload),
+                    }))
+                }
                 Decoded::Assembled { kind, payload } => {
-                    self.events.push_back(Event::Message(Message { kind, payload }));
+                    self.events
+                        .push_back(Event::Message(Message { kind, payload }));
                 }
                 Decoded::Ping(range) => {
                     if matches!(self.phase, Phase::Open) {
                         let key = self.rng.mask_key();
-                        self.tx.push_frame(true, Opcode::Pong, &input[range.clone()], key);
+                        self.tx
+                            .push_frame(true, Opcode::Pong, &input[range.clone()], key);
                     }
                     self.events.push_back(Event::Ping(input.slice(range)));
                 }

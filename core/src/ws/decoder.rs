@@ -87,7 +87,11 @@ impl FrameDecoder {
     /// Decodes complete frames from `input` into `out`. The next call must pass the input
     /// again starting at `Progress::consumed` (plus whatever arrived since). On error, `out`
     /// still holds what was complete before the violation.
-    pub fn decode(&mut self, input: &[u8], out: &mut Vec<Decoded>) -> Result<Progress, ProtocolError> {
+    pub fn decode(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<Decoded>,
+    ) -> Result<Progress, ProtocolError> {
         let mut pos = 0;
         loop {
             let header = match self.current.take() {
@@ -97,28 +101,45 @@ impl FrameDecoder {
                         self.check_sequence(&h)?;
                         h
                     }
-                    None => return Ok(Progress { consumed: pos, frame_hint: 0 }),
+                    None => {
+                        return Ok(Progress {
+                            consumed: pos,
+                            frame_hint: 0,
+                        })
+                    }
                 },
             };
             let payload_start = pos + header.header_len;
             let frame_end = pos + header.frame_len();
             let available_end = frame_end.min(input.len());
             if self.is_text(header.opcode) && payload_start + self.validated < available_end {
-                self.utf8
-                    .feed(&input[payload_start + self.validated..available_end])
-                    .map_err(|_| ProtocolError::InvalidUtf8)?;
+                let piece = &input[payload_start + self.validated..available_end];
+                let ends_message = header.fin && frame_end <= input.len();
+                let checked = if ends_message {
+                    self.utf8.feed_last(piece)
+                } else {
+                    self.utf8.feed(piece)
+                };
+                checked.map_err(|_| ProtocolError::InvalidUtf8)?;
                 self.validated = available_end - payload_start;
             }
             if frame_end > input.len() {
                 self.current = Some(header);
-                return Ok(Progress { consumed: pos, frame_hint: header.frame_len() });
+                return Ok(Progress {
+                    consumed: pos,
+                    frame_hint: header.frame_len(),
+                });
             }
             self.validated = 0;
             let payload = payload_start..frame_end;
             pos = frame_end;
             match header.opcode {
                 Opcode::Text | Opcode::Binary => {
-                    let kind = if header.opcode == Opcode::Text { MessageKind::Text } else { MessageKind::Binary };
+                    let kind = if header.opcode == Opcode::Text {
+                        MessageKind::Text
+                    } else {
+                        MessageKind::Binary
+                    };
                     if header.fin {
                         self.finish_text(kind)?;
                         out.push(Decoded::Message { kind, payload });
@@ -130,9 +151,15 @@ impl FrameDecoder {
                 Opcode::Continuation => {
                     self.assembly.extend_from_slice(&input[payload]);
                     if header.fin {
-                        let kind = self.fragmented.take().expect("check_sequence saw a message in progress");
+                        let kind = self
+                            .fragmented
+                            .take()
+                            .expect("check_sequence saw a message in progress");
                         self.finish_text(kind)?;
-                        out.push(Decoded::Assembled { kind, payload: self.assembly.split().freeze() });
+                        out.push(Decoded::Assembled {
+                            kind,
+                            payload: self.assembly.split().freeze(),
+                        });
                     }
                 }
                 Opcode::Ping => out.push(Decoded::Ping(payload)),
@@ -141,7 +168,10 @@ impl FrameDecoder {
                     let code = parse_close_payload(&input[payload.clone()])?;
                     let reason = (payload.start + 2).min(payload.end)..payload.end;
                     out.push(Decoded::Close { code, reason });
-                    return Ok(Progress { consumed: pos, frame_hint: 0 });
+                    return Ok(Progress {
+                        consumed: pos,
+                        frame_hint: 0,
+                    });
                 }
             }
         }
@@ -167,14 +197,19 @@ impl FrameDecoder {
     fn check_sequence(&self, h: &FrameHeader) -> Result<(), ProtocolError> {
         let so_far = match (h.opcode, self.fragmented) {
             (Opcode::Continuation, None) => return Err(ProtocolError::UnexpectedContinuation),
-            (Opcode::Text | Opcode::Binary, Some(_)) => return Err(ProtocolError::ExpectedContinuation),
+            (Opcode::Text | Opcode::Binary, Some(_)) => {
+                return Err(ProtocolError::ExpectedContinuation)
+            }
             (Opcode::Continuation, Some(_)) => self.assembly.len(),
             (Opcode::Text | Opcode::Binary, None) => 0,
             _ => return Ok(()),
         };
         let len = (so_far + h.payload_len) as u64;
         if len > self.max_message_size as u64 {
-            return Err(ProtocolError::MessageTooLarge { len, max: self.max_message_size });
+            return Err(ProtocolError::MessageTooLarge {
+                len,
+                max: self.max_message_size,
+            });
         }
         Ok(())
     }

@@ -1,5 +1,9 @@
 //! Shared helpers: a scripted server peer in memory, no sockets.
-#![allow(dead_code, unreachable_pub, reason = "each test file uses a different subset")]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "each test file uses a different subset"
+)]
 
 use feedwire_core::testing::{accept_response, decode_client_frames};
 use feedwire_core::{Event, WebSocketClient, WsConfig};
