@@ -191,6 +191,32 @@ pub enum ConfigError {
     ZeroLimit(&'static str),
 }
 
+/// Why a line stream failed, or a line could not be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LineError {
+    /// A line grew beyond the configured maximum without a delimiter.
+    #[error("line of at least {len} bytes exceeds the limit of {max} bytes")]
+    LineTooLong {
+        /// Line bytes seen so far.
+        len: usize,
+        /// Configured limit, bytes.
+        max: usize,
+    },
+    /// The stream ended in the middle of a line.
+    #[error("stream ended inside a line ({len} bytes without a delimiter)")]
+    TruncatedLine {
+        /// Bytes of the unfinished line.
+        len: usize,
+    },
+    /// Sending after the stream ended (local misuse).
+    #[error("line stream is not open for sending")]
+    NotOpen,
+    /// An outgoing line contains the delimiter (local misuse).
+    #[error("outgoing line contains the delimiter")]
+    DelimiterInLine,
+}
+
 /// Close codes of RFC 6455 §7.4.1.
 pub mod close_code {
     /// Normal closure.

@@ -18,6 +18,7 @@ mod endpoint;
 mod error;
 mod frame;
 mod handshake;
+mod lines;
 mod mask;
 mod read_buffer;
 mod rng;
@@ -29,8 +30,11 @@ mod ws;
 
 pub use config::WsConfig;
 pub use endpoint::{Endpoint, Scheme};
-pub use error::{close_code, ConfigError, Error, HandshakeError, ProtocolError, SendError};
+pub use error::{
+    close_code, ConfigError, Error, HandshakeError, LineError, ProtocolError, SendError,
+};
 pub use handshake::accept_key;
+pub use lines::{Delimiter, LineClient, LineEvent, LineFramer};
 pub use mask::apply_mask;
 pub use rng::{os_seed, Seed};
 pub use ws::{

@@ -23,8 +23,10 @@ pub(crate) struct ReadBuffer {
     filled: usize,
     max_read_size: usize,
     /// Total bytes of the frame that starts at offset 0, when its header has been parsed and
-    /// it is still incomplete; 0 otherwise.
+    /// it is still incomplete (exact); or the size to grow to for a message of unknown length
+    /// (not exact); 0 when nothing is pending.
     frame_hint: usize,
+    hint_is_exact: bool,
 }
 
 impl ReadBuffer {
@@ -38,6 +40,7 @@ impl ReadBuffer {
             filled: 0,
             max_read_size,
             frame_hint: 0,
+            hint_is_exact: true,
         }
     }
 
@@ -48,9 +51,15 @@ impl ReadBuffer {
     /// Writable space for the next read: at most `max_read_size` bytes, never empty.
     pub(crate) fn read_buf(&mut self) -> &mut [u8] {
         let spare = self.buf.capacity() - self.filled;
-        let frame_fits = self.frame_hint > self.filled && self.frame_hint <= self.buf.capacity();
-        let too_small = spare < self.max_read_size || self.frame_hint > self.buf.capacity();
-        if spare == 0 || (too_small && !frame_fits) {
+        // Room wanted for one read: a full read, or just the rest of a known-length frame.
+        let want = if self.frame_hint > self.filled {
+            (self.frame_hint - self.filled).min(self.max_read_size)
+        } else {
+            self.max_read_size
+        };
+        let known_frame_outgrows_block =
+            self.hint_is_exact && self.frame_hint > self.buf.capacity();
+        if spare < want || known_frame_outgrows_block {
             self.move_to_fresh_block(self.block_size().max(self.frame_hint));
         }
         let end = (self.filled + self.max_read_size).min(self.buf.capacity());
@@ -103,6 +112,19 @@ impl ReadBuffer {
     /// next reads can be sized for it. 0 clears the hint.
     pub(crate) fn set_frame_hint(&mut self, total: usize) {
         self.frame_hint = total;
+        self.hint_is_exact = true;
+    }
+
+    /// Announces that the unconsumed bytes start a message of unknown length (a line still
+    /// missing its delimiter): room grows geometrically, so a long line is copied O(1) times
+    /// per byte on average, not once per read.
+    pub(crate) fn set_unknown_length_hint(&mut self) {
+        self.hint_is_exact = false;
+        self.frame_hint = if self.filled == 0 {
+            0
+        } else {
+            (2 * self.filled).max(self.filled + self.max_read_size)
+        };
     }
 
     /// Drops the block when nothing is buffered, so an idle connection holds no read memory.
@@ -170,6 +192,25 @@ mod tests {
         rb.set_frame_hint(0);
         rb.read_buf();
         assert_eq!(rb.capacity(), normal, "buffer returns to its normal size");
+    }
+
+    #[test]
+    fn unknown_length_message_grows_geometrically() {
+        let mut rb = ReadBuffer::new(1000);
+        let mut blocks = 0;
+        let mut last_cap = 0;
+        for _ in 0..200 {
+            let n = rb.read_buf().len();
+            assert_eq!(n, 1000, "reads stay full-sized");
+            rb.commit(n);
+            rb.set_unknown_length_hint();
+            if rb.capacity() != last_cap {
+                blocks += 1;
+                last_cap = rb.capacity();
+            }
+        }
+        assert!(blocks <= 8, "200 KB in {blocks} blocks");
+        assert_eq!(rb.filled().len(), 200_000);
     }
 
     #[test]

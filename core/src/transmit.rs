@@ -72,6 +72,15 @@ impl TransmitQueue {
         self.push_raw(payload.freeze());
     }
 
+    /// Queues `line` and its delimiter as one chunk.
+    pub(crate) fn push_line(&mut self, line: &[u8], delimiter: &[u8]) {
+        self.scratch.reserve(line.len() + delimiter.len());
+        self.scratch.extend_from_slice(line);
+        self.scratch.extend_from_slice(delimiter);
+        let chunk = self.scratch.split().freeze();
+        self.push_raw(chunk);
+    }
+
     pub(crate) fn pop(&mut self) -> Option<Bytes> {
         let chunk = self.chunks.pop_front()?;
         self.queued -= chunk.len();

@@ -26,7 +26,10 @@ async fn mock_fuzzingserver(listener: tokio::net::TcpListener, log: Log) {
         };
         let path = Arc::new(Mutex::new(String::new()));
         let seen = path.clone();
-        #[allow(clippy::result_large_err, reason = "the signature tungstenite's callback requires")]
+        #[allow(
+            clippy::result_large_err,
+            reason = "the signature tungstenite's callback requires"
+        )]
         let callback = move |req: &Request, resp: Response| {
             *seen.lock().unwrap() = req.uri().to_string();
             Ok(resp)

@@ -1,0 +1,179 @@
+//! [`LineClient`]: a sans-IO connection that speaks CRLF-delimited lines.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use bytes::Bytes;
+
+use super::framer::{Delimiter, LineFramer};
+use crate::error::LineError;
+use crate::read_buffer::ReadBuffer;
+use crate::transmit::TransmitQueue;
+
+/// An event from [`LineClient::poll_event`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LineEvent {
+    /// A complete line, delimiter removed: a zero-copy slice of the read buffer.
+    Line(Bytes),
+    /// The peer ended the stream cleanly (no partial line pending). Terminal.
+    Ended,
+    /// The stream failed. Terminal; reported once, then kept by [`LineClient::error`].
+    Failed(LineError),
+}
+
+/// A sans-IO line stream: the caller owns the socket (and any TLS), this owns the read buffer.
+///
+/// The calling contract is that of [`crate::WebSocketClient`]: after every change drain
+/// [`poll_transmit`](Self::poll_transmit) and [`poll_event`](Self::poll_event), then read into
+/// [`read_buf`](Self::read_buf) and report with [`handle_read`](Self::handle_read) or
+/// [`handle_eof`](Self::handle_eof). Every line whose delimiter is among the bytes of one
+/// `handle_read` is queued before that call returns.
+#[derive(Debug)]
+pub struct LineClient {
+    rb: ReadBuffer,
+    framer: LineFramer,
+    delimiter: Delimiter,
+    /// Reused between reads so splitting allocates nothing in steady state.
+    ranges: Vec<Range<usize>>,
+    tx: TransmitQueue,
+    events: VecDeque<LineEvent>,
+    /// `None` while open; the end once reached (sticky).
+    ended: Option<Option<LineError>>,
+}
+
+impl LineClient {
+    /// A line stream reading at most `max_read_size` bytes per read and refusing lines over
+    /// `max_line` bytes.
+    ///
+    /// # Panics
+    /// If `max_read_size` is 0 (validate configuration first).
+    pub fn new(delimiter: Delimiter, max_read_size: usize, max_line: usize) -> Self {
+        Self {
+            rb: ReadBuffer::new(max_read_size),
+            framer: LineFramer::new(delimiter, max_line),
+            delimiter,
+            ranges: Vec::new(),
+            tx: TransmitQueue::default(),
+            events: VecDeque::new(),
+            ended: None,
+        }
+    }
+
+    /// The failure that ended the stream, if it failed.
+    pub fn error(&self) -> Option<&LineError> {
+        self.ended.as_ref().and_then(Option::as_ref)
+    }
+
+    /// Ended or failed, and every queued byte handed out.
+    pub fn is_finished(&self) -> bool {
+        self.ended.is_some() && self.tx.is_empty()
+    }
+
+    /// Bytes allocated to the read buffer's block.
+    pub fn read_buffer_capacity(&self) -> usize {
+        self.rb.capacity()
+    }
+
+    /// Space for the next read: at most `max_read_size` bytes, never empty.
+    pub fn read_buf(&mut self) -> &mut [u8] {
+        self.rb.read_buf()
+    }
+
+    /// The transport wrote `n` bytes into [`read_buf`](Self::read_buf).
+    ///
+    /// # Panics
+    /// If `n` exceeds the slice `read_buf` returned (a transport bug).
+    pub fn handle_read(&mut self, n: usize) {
+        self.rb.commit(n);
+        if self.ended.is_some() {
+            let all = self.rb.filled().len();
+            self.rb.consume(all);
+            return;
+        }
+        let result = self.framer.split(self.rb.filled(), &mut self.ranges);
+        let consumed = match result {
+            Ok(c) => c,
+            Err(_) => self.rb.filled().len(),
+        };
+        let input = self.rb.consume(consumed);
+        self.events.extend(
+            self.ranges
+                .drain(..)
+                .map(|r| LineEvent::Line(input.slice(r))),
+        );
+        match result {
+            Ok(_) => {
+                self.rb.set_unknown_length_hint();
+                self.rb.release_if_empty();
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// Feeds bytes the caller already holds, in pieces of at most `max_read_size`.
+    pub fn handle_input(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            let dst = self.rb.read_buf();
+            let n = dst.len().min(data.len());
+            dst[..n].copy_from_slice(&data[..n]);
+            self.handle_read(n);
+            data = &data[n..];
+        }
+    }
+
+    /// The transport reached end of stream. A partial line left over is an error.
+    pub fn handle_eof(&mut self) {
+        if self.ended.is_some() {
+            return;
+        }
+        match self.rb.filled().len() {
+            0 => {
+                tracing::debug!("line stream ended by peer");
+                self.ended = Some(None);
+                self.events.push_back(LineEvent::Ended);
+            }
+            len => self.fail(LineError::TruncatedLine { len }),
+        }
+    }
+
+    /// Queues `line` followed by the delimiter. The line must not contain the delimiter.
+    pub fn send_line(&mut self, line: &[u8]) -> Result<(), LineError> {
+        if self.ended.is_some() {
+            return Err(LineError::NotOpen);
+        }
+        if memchr::memmem::find(line, self.delimiter.as_bytes()).is_some() {
+            return Err(LineError::DelimiterInLine);
+        }
+        self.tx.push_line(line, self.delimiter.as_bytes());
+        Ok(())
+    }
+
+    /// Ends the session from our side: nothing more is sent or delivered.
+    pub fn finish(&mut self) {
+        if self.ended.is_none() {
+            self.ended = Some(None);
+            self.events.push_back(LineEvent::Ended);
+        }
+    }
+
+    /// The next chunk of bytes to write, in order.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Bytes> {
+        self.tx.pop()
+    }
+
+    /// The next event.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<LineEvent> {
+        self.events.pop_front()
+    }
+
+    fn fail(&mut self, error: LineError) {
+        tracing::debug!(%error, "line stream failed");
+        self.events.push_back(LineEvent::Failed(error.clone()));
+        self.ended = Some(Some(error));
+        let all = self.rb.filled().len();
+        self.rb.consume(all);
+    }
+}

@@ -1,0 +1,155 @@
+//! Line splitting over the read buffer's unconsumed bytes, with memchr and a resume cursor.
+//!
+//! Every complete line is found in the call in which its last delimiter byte arrives,
+//! wherever the read boundary fell (a `\r` ending one read and `\n` starting the next
+//! included): the search looks for `\n` and checks the byte before it, which is still in the
+//! buffer because the line is not consumed yet. Bytes already searched are not searched again.
+
+use std::ops::Range;
+
+use crate::error::LineError;
+
+/// What ends a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Delimiter {
+    /// `\r\n` (Betfair). A `\n` not preceded by `\r` is part of the line.
+    #[default]
+    CrLf,
+    /// A bare `\n`.
+    Lf,
+}
+
+impl Delimiter {
+    /// The delimiter's bytes.
+    pub fn as_bytes(self) -> &'static [u8] {
+        match self {
+            Self::CrLf => b"\r\n",
+            Self::Lf => b"\n",
+        }
+    }
+}
+
+/// Incremental line splitter state.
+#[derive(Debug, Clone)]
+pub struct LineFramer {
+    delimiter: Delimiter,
+    max_line: usize,
+    /// Bytes at the start of the next input already searched without finding a delimiter.
+    /// INVARIANT: they all belong to the one incomplete line at the start of that input.
+    searched: usize,
+}
+
+impl LineFramer {
+    /// A splitter for `delimiter` that refuses lines longer than `max_line` bytes (delimiter
+    /// not counted).
+    pub fn new(delimiter: Delimiter, max_line: usize) -> Self {
+        Self {
+            delimiter,
+            max_line,
+            searched: 0,
+        }
+    }
+
+    /// Finds every complete line in `input` and pushes its range (delimiter excluded) to
+    /// `out`. Returns the bytes consumed (through the last delimiter); the next call must pass
+    /// the input again from there, plus what arrived since.
+    pub fn split(&mut self, input: &[u8], out: &mut Vec<Range<usize>>) -> Result<usize, LineError> {
+        let mut line_start = 0;
+        let mut from = self.searched.min(input.len());
+        for nl in memchr::memchr_iter(b'\n', &input[from..]) {
+            let nl = from + nl;
+            let end = match self.delimiter {
+                Delimiter::Lf => nl,
+                Delimiter::CrLf if nl > line_start && input[nl - 1] == b'\r' => nl - 1,
+                Delimiter::CrLf => continue,
+            };
+            if end - line_start > self.max_line {
+                return Err(LineError::LineTooLong {
+                    len: end - line_start,
+                    max: self.max_line,
+                });
+            }
+            out.push(line_start..end);
+            line_start = nl + 1;
+        }
+        from = input.len();
+        let pending = from - line_start;
+        // A pending `\r` may still become part of a delimiter; it is not line content yet.
+        let content =
+            pending - usize::from(self.delimiter == Delimiter::CrLf && input.ends_with(b"\r"));
+        if content > self.max_line {
+            return Err(LineError::LineTooLong {
+                len: content,
+                max: self.max_line,
+            });
+        }
+        self.searched = pending;
+        Ok(line_start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(framer: &mut LineFramer, input: &[u8]) -> (Vec<Vec<u8>>, usize) {
+        let mut out = Vec::new();
+        let consumed = framer.split(input, &mut out).unwrap();
+        (
+            out.into_iter().map(|r| input[r].to_vec()).collect(),
+            consumed,
+        )
+    }
+
+    #[test]
+    fn many_lines_in_one_read() {
+        let mut f = LineFramer::new(Delimiter::CrLf, 100);
+        let (got, consumed) = lines(&mut f, b"{\"op\":\"mcm\"}\r\n{}\r\n\r\npartial");
+        assert_eq!(
+            got,
+            vec![b"{\"op\":\"mcm\"}".to_vec(), b"{}".to_vec(), b"".to_vec()]
+        );
+        assert_eq!(consumed, 20);
+    }
+
+    #[test]
+    fn cr_at_the_end_of_one_read_lf_at_the_start_of_the_next() {
+        let mut f = LineFramer::new(Delimiter::CrLf, 100);
+        let (got, consumed) = lines(&mut f, b"abc\r");
+        assert!(got.is_empty());
+        assert_eq!(consumed, 0);
+        let (got, consumed) = lines(&mut f, b"abc\r\n");
+        assert_eq!((got, consumed), (vec![b"abc".to_vec()], 5));
+    }
+
+    #[test]
+    fn bare_lf_is_content_in_crlf_mode_and_a_delimiter_in_lf_mode() {
+        let mut f = LineFramer::new(Delimiter::CrLf, 100);
+        assert_eq!(lines(&mut f, b"a\nb\r\n").0, vec![b"a\nb".to_vec()]);
+        let mut f = LineFramer::new(Delimiter::Lf, 100);
+        assert_eq!(
+            lines(&mut f, b"a\nb\r\n").0,
+            vec![b"a".to_vec(), b"b\r".to_vec()]
+        );
+    }
+
+    #[test]
+    fn line_over_the_limit_is_an_error_before_its_end_arrives() {
+        let mut f = LineFramer::new(Delimiter::CrLf, 4);
+        let mut out = Vec::new();
+        assert_eq!(
+            f.split(b"1234\r", &mut out),
+            Ok(0),
+            "4 bytes and a pending CR fit"
+        );
+        assert_eq!(
+            f.split(b"12345", &mut out),
+            Err(LineError::LineTooLong { len: 5, max: 4 })
+        );
+        let mut f = LineFramer::new(Delimiter::CrLf, 4);
+        assert_eq!(
+            f.split(b"ok\r\n12345\r\n", &mut out),
+            Err(LineError::LineTooLong { len: 5, max: 4 })
+        );
+    }
+}
