@@ -217,6 +217,24 @@ pub enum LineError {
     DelimiterInLine,
 }
 
+/// A request could not be registered for correlation (local condition; nothing changed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CorrelationError {
+    /// The pending-request table is full.
+    #[error("{capacity} requests already pending")]
+    Full {
+        /// Configured capacity.
+        capacity: usize,
+    },
+    /// The id is already pending.
+    #[error("request id already pending")]
+    DuplicateId,
+    /// Every id of the configured integer range is pending.
+    #[error("every request id in the configured range is pending")]
+    IdsExhausted,
+}
+
 /// Close codes of RFC 6455 §7.4.1.
 pub mod close_code {
     /// Normal closure.

@@ -22,6 +22,7 @@ mod lines;
 mod mask;
 mod read_buffer;
 mod rng;
+mod route;
 #[doc(hidden)]
 pub mod testing;
 mod transmit;
@@ -31,12 +32,17 @@ mod ws;
 pub use config::WsConfig;
 pub use endpoint::{Endpoint, Scheme};
 pub use error::{
-    close_code, ConfigError, Error, HandshakeError, LineError, ProtocolError, SendError,
+    close_code, ConfigError, CorrelationError, Error, HandshakeError, LineError, ProtocolError,
+    SendError,
 };
 pub use handshake::accept_key;
 pub use lines::{Delimiter, LineClient, LineEvent, LineFramer};
 pub use mask::apply_mask;
 pub use rng::{os_seed, Seed};
+pub use route::{
+    classify, Class, Condition, IdStyle, PendingRequests, RequestHandle, RequestId, ResponseId,
+    RouteRules, Routed, Router, RouterConfig, TimedOut,
+};
 pub use ws::{
     CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind, State, WebSocketClient,
 };

@@ -1,0 +1,110 @@
+//! Head-scan classification of one message: response or data, the response's id and whether
+//! it is an error. Looks at no more than `scan_len` bytes.
+
+use bytes::Bytes;
+
+use super::head_scan::{TopLevelPairs, Value};
+use super::rules::{Condition, RouteRules};
+
+/// A response's id as found in its head.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ResponseId {
+    /// A non-negative integer that fits `u64`.
+    Int(u64),
+    /// A string (content between the quotes, escapes as sent), zero-copy.
+    Str(Bytes),
+    /// Anything else — a negative, fractional or out-of-range number, `null`, … — as the raw
+    /// token. It never matches a request of ours.
+    Other(Bytes),
+}
+
+/// What a message is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Class {
+    /// A data message.
+    Data {
+        /// It matched a heartbeat condition.
+        heartbeat: bool,
+    },
+    /// An endpoint response.
+    Response {
+        /// Its id, if the head held a complete one.
+        id: Option<ResponseId>,
+        /// It matched an error condition.
+        is_error: bool,
+    },
+}
+
+/// Classifies `payload` by its first `rules.scan_len` bytes.
+pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
+    let head = &payload[..payload.len().min(rules.scan_len)];
+    // The first occurrence of each key the rules mention; rules hold a handful of keys, so
+    // a linear list beats hashing.
+    let mut seen: [Option<(&str, Value)>; 8] = Default::default();
+    let mut n = 0;
+    for (key, value) in TopLevelPairs::new(head) {
+        let key = &head[key];
+        let wanted = rules
+            .response
+            .iter()
+            .chain(&rules.error)
+            .chain(&rules.heartbeat)
+            .map(Condition::key)
+            .chain(std::iter::once(rules.id_key.as_str()))
+            .find(|k| k.as_bytes() == key);
+        if let Some(k) = wanted {
+            if n < seen.len() && !seen[..n].iter().flatten().any(|(s, _)| *s == k) {
+                seen[n] = Some((k, value));
+                n += 1;
+            }
+        }
+    }
+    let lookup = |key: &str| {
+        seen[..n]
+            .iter()
+            .flatten()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone())
+    };
+    let holds = |c: &Condition| match c {
+        Condition::HasKey(k) => lookup(k).is_some(),
+        Condition::Equals { key, token } => {
+            lookup(key).and_then(|v| v.raw(head).map(|r| r == token.as_bytes())) == Some(true)
+        }
+        Condition::NotEquals { key, token } => {
+            lookup(key).and_then(|v| v.raw(head).map(|r| r != token.as_bytes())) == Some(true)
+        }
+    };
+    if rules.response.iter().any(holds) {
+        let id = lookup(&rules.id_key).and_then(|v| response_id(payload, &v));
+        Class::Response {
+            id,
+            is_error: rules.error.iter().any(holds),
+        }
+    } else {
+        Class::Data {
+            heartbeat: rules.heartbeat.iter().any(holds),
+        }
+    }
+}
+
+fn response_id(payload: &Bytes, value: &Value) -> Option<ResponseId> {
+    match value {
+        Value::Str(r) => Some(ResponseId::Str(payload.slice(r.clone()))),
+        Value::Token(r) => {
+            let raw = &payload[r.clone()];
+            // JSON integers only: digits, no sign, no leading zero (so `+5` or `05` can never
+            // match request 5).
+            let canonical =
+                raw.iter().all(u8::is_ascii_digit) && (raw.len() == 1 || raw[0] != b'0');
+            let parsed = canonical
+                .then(|| std::str::from_utf8(raw).ok()?.parse::<u64>().ok())
+                .flatten();
+            Some(parsed.map_or_else(
+                || ResponseId::Other(payload.slice(r.clone())),
+                ResponseId::Int,
+            ))
+        }
+        Value::Composite | Value::Truncated => None,
+    }
+}

@@ -1,0 +1,239 @@
+//! A bounded look at the top level of a JSON object: yields key/value pairs whose bytes lie
+//! entirely inside the head (the first `scan_len` bytes), without parsing the rest. Cost is
+//! bounded by the head length, never by the message size.
+//!
+//! It is not a validator: on anything that is not a JSON object it stops yielding, and the
+//! message is then classified as data.
+
+use std::ops::Range;
+
+/// A top-level value, as far as the head shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Value {
+    /// A string; the range is its content between the quotes (escapes left as sent).
+    Str(Range<usize>),
+    /// A number, `true`, `false` or `null`: the raw token.
+    Token(Range<usize>),
+    /// An object or array, complete or cut off by the end of the head.
+    Composite,
+    /// The value is cut off by the end of the head.
+    Truncated,
+}
+
+impl Value {
+    /// The raw JSON bytes of a complete scalar (strings with their quotes).
+    pub(crate) fn raw<'a>(&self, head: &'a [u8]) -> Option<&'a [u8]> {
+        match self {
+            Self::Str(r) => head.get(r.start - 1..r.end + 1),
+            Self::Token(r) => head.get(r.clone()),
+            Self::Composite | Self::Truncated => None,
+        }
+    }
+}
+
+/// Iterator over the top-level pairs in `head`.
+#[derive(Debug)]
+pub(crate) struct TopLevelPairs<'a> {
+    head: &'a [u8],
+    /// INVARIANT: `pos <= head.len()`; `usize::MAX` once iteration stopped.
+    pos: usize,
+}
+
+impl<'a> TopLevelPairs<'a> {
+    pub(crate) fn new(head: &'a [u8]) -> Self {
+        let mut s = Self { head, pos: 0 };
+        s.skip_ws();
+        if s.head.get(s.pos) == Some(&b'{') {
+            s.pos += 1;
+        } else {
+            s.pos = usize::MAX;
+        }
+        s
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.head.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\r' | b'\n')) {
+            self.pos += 1;
+        }
+    }
+
+    /// At an opening quote: the content range, if the closing quote is inside the head.
+    fn string(&mut self) -> Option<Range<usize>> {
+        let start = self.pos + 1;
+        let mut i = start;
+        loop {
+            let at = memchr::memchr2(b'"', b'\\', self.head.get(i..)?)? + i;
+            if self.head[at] == b'\\' {
+                i = at + 2; // the escaped byte cannot close the string
+            } else {
+                self.pos = at + 1;
+                return Some(start..at);
+            }
+        }
+    }
+
+    /// At `{` or `[`: skips to the matching close; `false` if the head ends first.
+    fn composite(&mut self) -> bool {
+        let mut depth = 0usize;
+        while let Some(b) = self.peek() {
+            match b {
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        self.pos += 1;
+                        return true;
+                    }
+                }
+                b'"' => {
+                    if self.string().is_none() {
+                        return false;
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            self.pos += 1;
+        }
+        false
+    }
+
+    fn value(&mut self) -> Value {
+        match self.peek() {
+            Some(b'"') => self.string().map_or(Value::Truncated, Value::Str),
+            Some(b'{' | b'[') => {
+                if self.composite() {
+                    Value::Composite
+                } else {
+                    Value::Truncated
+                }
+            }
+            Some(_) => {
+                let start = self.pos;
+                while matches!(self.peek(), Some(b) if !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n'))
+                {
+                    self.pos += 1;
+                }
+                // A token that reaches the end of the head may continue beyond it.
+                if self.pos == self.head.len() || self.pos == start {
+                    Value::Truncated
+                } else {
+                    Value::Token(start..self.pos)
+                }
+            }
+            None => Value::Truncated,
+        }
+    }
+}
+
+impl Iterator for TopLevelPairs<'_> {
+    /// Key content range and value.
+    type Item = (Range<usize>, Value);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos == usize::MAX {
+            return None;
+        }
+        self.skip_ws();
+        if self.peek() != Some(b'"') {
+            self.pos = usize::MAX;
+            return None;
+        }
+        let Some(key) = self.string() else {
+            self.pos = usize::MAX;
+            return None;
+        };
+        self.skip_ws();
+        match self.peek() {
+            Some(b':') => {}
+            // The head ends right after a complete key: report the key, then stop.
+            None => {
+                self.pos = usize::MAX;
+                return Some((key, Value::Truncated));
+            }
+            Some(_) => {
+                self.pos = usize::MAX;
+                return None;
+            }
+        }
+        self.pos += 1;
+        self.skip_ws();
+        let value = self.value();
+        if matches!(value, Value::Truncated) {
+            // Report the key (it is complete), then stop.
+            self.pos = usize::MAX;
+            return Some((key, value));
+        }
+        self.skip_ws();
+        match self.peek() {
+            Some(b',') => self.pos += 1,
+            _ => self.pos = usize::MAX,
+        }
+        Some((key, value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(head: &[u8]) -> Vec<(String, String)> {
+        TopLevelPairs::new(head)
+            .map(|(k, v)| {
+                let key = String::from_utf8_lossy(&head[k]).into_owned();
+                let val = match v {
+                    Value::Composite => "<composite>".to_owned(),
+                    Value::Truncated => "<truncated>".to_owned(),
+                    v => String::from_utf8_lossy(v.raw(head).unwrap()).into_owned(),
+                };
+                (key, val)
+            })
+            .collect()
+    }
+
+    fn kv(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn top_level_pairs_only() {
+        assert_eq!(
+            pairs(br#" { "result" : null , "id":1, "data":{"error":1,"id":[2]} }"#),
+            kv(&[("result", "null"), ("id", "1"), ("data", "<composite>")])
+        );
+    }
+
+    #[test]
+    fn escaped_quotes_inside_strings() {
+        assert_eq!(
+            pairs(br#"{"note":"say \"id\":7, \\","id":"a\"b"}"#),
+            kv(&[("note", r#""say \"id\":7, \\""#), ("id", r#""a\"b""#)])
+        );
+    }
+
+    #[test]
+    fn truncated_heads() {
+        assert_eq!(pairs(br#"{"id":12"#), kv(&[("id", "<truncated>")]));
+        assert_eq!(
+            pairs(br#"{"result":{"a":1"#),
+            kv(&[("result", "<truncated>")])
+        );
+        assert_eq!(pairs(br#"{"resu"#), kv(&[]));
+        assert_eq!(pairs(br#"{"result""#), kv(&[("result", "<truncated>")]));
+        assert_eq!(pairs(br#"{"id":"abc"#), kv(&[("id", "<truncated>")]));
+    }
+
+    #[test]
+    fn not_an_object() {
+        assert!(pairs(b"[1,2]").is_empty());
+        assert!(pairs(b"pong").is_empty());
+        assert!(pairs(b"").is_empty());
+        assert!(pairs(b"\xff\xfe{").is_empty());
+    }
+}

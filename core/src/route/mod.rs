@@ -1,0 +1,13 @@
+//! Routing of complete messages (WebSocket text or CRLF lines): head-scan classification into
+//! data and endpoint responses, and correlation of responses with our requests.
+
+mod classify;
+mod head_scan;
+mod pending;
+mod router;
+mod rules;
+
+pub use classify::{classify, Class, ResponseId};
+pub use pending::{PendingRequests, RequestHandle, RequestId};
+pub use router::{IdStyle, Routed, Router, RouterConfig, TimedOut};
+pub use rules::{Condition, RouteRules};

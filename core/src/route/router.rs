@@ -1,0 +1,265 @@
+//! [`Router`]: classification plus request/response correlation, shared by both framings.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::classify::{classify, Class, ResponseId};
+use super::pending::{PendingRequests, RequestHandle, RequestId};
+use super::rules::RouteRules;
+use crate::error::CorrelationError;
+use crate::rng::{MaskRng, Seed};
+
+/// How request ids are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdStyle {
+    /// Increasing integers from 1; after `wrap_after` they start at 1 again, skipping ids
+    /// still pending.
+    Counter {
+        /// Largest id before wrapping (e.g. `i32::MAX` for servers with 32-bit ids).
+        wrap_after: u64,
+    },
+    /// Random (version 4) UUIDs from the injected random source.
+    Uuid,
+}
+
+/// Routing and correlation settings, with presets per protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouterConfig {
+    /// How messages are classified.
+    pub rules: RouteRules,
+    /// How request ids are made.
+    pub id_style: IdStyle,
+    /// How long a request waits for its response (default 10 s).
+    pub request_timeout: Duration,
+    /// Most requests pending at once (default 1024); more is [`CorrelationError::Full`].
+    pub max_pending: usize,
+}
+
+impl RouterConfig {
+    fn with(rules: RouteRules, id_style: IdStyle) -> Self {
+        Self {
+            rules,
+            id_style,
+            request_timeout: Duration::from_secs(10),
+            max_pending: 1024,
+        }
+    }
+
+    /// Binance stream endpoint: integer ids.
+    pub fn binance_stream() -> Self {
+        Self::with(
+            RouteRules::binance_stream(),
+            IdStyle::Counter {
+                wrap_after: u64::MAX,
+            },
+        )
+    }
+
+    /// Binance WebSocket API: UUID ids.
+    pub fn binance_ws_api() -> Self {
+        Self::with(RouteRules::binance_ws_api(), IdStyle::Uuid)
+    }
+
+    /// Betfair Exchange Stream API: integer ids (32-bit on the wire).
+    pub fn betfair() -> Self {
+        Self::with(
+            RouteRules::betfair(),
+            IdStyle::Counter {
+                wrap_after: i32::MAX as u64,
+            },
+        )
+    }
+}
+
+/// Where a message goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Routed<T> {
+    /// A data message.
+    Data {
+        /// The message, untouched.
+        payload: Bytes,
+        /// It matched a heartbeat rule.
+        heartbeat: bool,
+    },
+    /// The response to a pending request of ours.
+    Answer {
+        /// The response, untouched.
+        payload: Bytes,
+        /// The tag given at [`Router::register`].
+        tag: T,
+        /// The request's handle.
+        handle: RequestHandle,
+        /// It matched an error rule.
+        is_error: bool,
+    },
+    /// A response that matches no pending request (late, foreign, or without an id).
+    Unsolicited {
+        /// The response, untouched.
+        payload: Bytes,
+        /// Its id, if it had one.
+        id: Option<ResponseId>,
+        /// It matched an error rule.
+        is_error: bool,
+    },
+}
+
+/// A request whose deadline passed without a response; reported exactly once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedOut<T> {
+    /// The request's handle.
+    pub handle: RequestHandle,
+    /// The id it was sent with.
+    pub id: RequestId,
+    /// The tag given at [`Router::register`].
+    pub tag: T,
+}
+
+/// Classifies messages and matches responses to requests. Sans-IO: time is an argument.
+#[derive(Debug)]
+pub struct Router<T> {
+    config: RouterConfig,
+    pending: PendingRequests<T>,
+    /// The last integer id handed out.
+    last_int: u64,
+    rng: MaskRng,
+    timed_out: VecDeque<TimedOut<T>>,
+}
+
+impl<T> Router<T> {
+    /// A router; `seed` feeds UUID ids.
+    pub fn new(config: RouterConfig, seed: Seed) -> Self {
+        Self {
+            pending: PendingRequests::new(config.max_pending),
+            config,
+            last_int: 0,
+            rng: MaskRng::from_seed(seed),
+            timed_out: VecDeque::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RouterConfig {
+        &self.config
+    }
+
+    /// Requests pending now.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Makes a fresh id and registers a request with it, due by `now + request_timeout`.
+    /// Put the returned id into the request you send.
+    pub fn register(
+        &mut self,
+        tag: T,
+        now: Instant,
+    ) -> Result<(RequestId, RequestHandle), CorrelationError> {
+        if self.pending.len() >= self.config.max_pending {
+            return Err(CorrelationError::Full {
+                capacity: self.config.max_pending,
+            });
+        }
+        let id = self.next_id()?;
+        let handle = self
+            .pending
+            .insert(id.clone(), tag, now + self.config.request_timeout)?;
+        Ok((id, handle))
+    }
+
+    /// Forgets a pending request; `None` if it already ended.
+    pub fn cancel(&mut self, handle: RequestHandle) -> Option<T> {
+        self.pending.cancel(handle)
+    }
+
+    /// Routes a text message (or line) by its head.
+    pub fn route(&mut self, payload: Bytes) -> Routed<T> {
+        match classify(&payload, &self.config.rules) {
+            Class::Data { heartbeat } => Routed::Data { payload, heartbeat },
+            Class::Response { id, is_error } => {
+                let matched = match &id {
+                    Some(ResponseId::Int(n)) => self.pending.take_int(*n),
+                    Some(ResponseId::Str(s)) => std::str::from_utf8(s)
+                        .ok()
+                        .and_then(|s| self.pending.take_str(s)),
+                    Some(ResponseId::Other(_)) | None => None,
+                };
+                match matched {
+                    Some((handle, tag)) => Routed::Answer {
+                        payload,
+                        tag,
+                        handle,
+                        is_error,
+                    },
+                    None => Routed::Unsolicited {
+                        payload,
+                        id,
+                        is_error,
+                    },
+                }
+            }
+        }
+    }
+
+    /// Routes a binary message: always data (no endpoint answers in binary).
+    pub fn route_binary(&mut self, payload: Bytes) -> Routed<T> {
+        Routed::Data {
+            payload,
+            heartbeat: false,
+        }
+    }
+
+    /// The earliest request deadline.
+    #[must_use]
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        self.pending.next_deadline()
+    }
+
+    /// Ends every request whose deadline passed by `now`; collect them with
+    /// [`poll_timed_out`](Self::poll_timed_out).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let out = &mut self.timed_out;
+        self.pending.expire(now, |handle, id, tag| {
+            out.push_back(TimedOut { handle, id, tag })
+        });
+    }
+
+    /// The next request that timed out.
+    #[must_use]
+    pub fn poll_timed_out(&mut self) -> Option<TimedOut<T>> {
+        self.timed_out.pop_front()
+    }
+
+    fn next_id(&mut self) -> Result<RequestId, CorrelationError> {
+        match self.config.id_style {
+            IdStyle::Counter { wrap_after } => {
+                let wrap_after = wrap_after.max(1);
+                // At most `pending + 1` candidates can be needed; fewer ids than that in the
+                // range means every id is taken.
+                for _ in 0..=self.pending.len() {
+                    self.last_int = if self.last_int >= wrap_after {
+                        1
+                    } else {
+                        self.last_int + 1
+                    };
+                    let id = RequestId::Int(self.last_int);
+                    if !self.pending.contains(&id) {
+                        return Ok(id);
+                    }
+                }
+                Err(CorrelationError::IdsExhausted)
+            }
+            IdStyle::Uuid => {
+                let mut bytes = [0u8; 16];
+                self.rng.fill(&mut bytes);
+                let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
+                let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+                Ok(RequestId::Str(
+                    uuid.hyphenated().encode_lower(&mut text).into(),
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Classification rules as data: which top-level keys and values in a message's head make it
+//! an endpoint response, an error, or a heartbeat. Built-in presets cover Binance streams,
+//! the Binance WebSocket API and the Betfair Exchange Stream API.
+
+/// A test on one top-level key of the head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    /// The key is present (its value may run past the head).
+    HasKey(String),
+    /// The key's value is exactly this JSON token (`"\"status\""`, `"200"`, `"null"`).
+    Equals {
+        /// Top-level key.
+        key: String,
+        /// Raw JSON token, strings with their quotes.
+        token: String,
+    },
+    /// The key is present with a complete value other than this JSON token.
+    NotEquals {
+        /// Top-level key.
+        key: String,
+        /// Raw JSON token, strings with their quotes.
+        token: String,
+    },
+}
+
+impl Condition {
+    /// `HasKey`.
+    pub fn has_key(key: &str) -> Self {
+        Self::HasKey(key.to_owned())
+    }
+
+    /// `Equals` with a JSON string value.
+    pub fn equals_str(key: &str, value: &str) -> Self {
+        Self::Equals {
+            key: key.to_owned(),
+            token: format!("\"{value}\""),
+        }
+    }
+
+    /// `NotEquals` with a raw JSON token.
+    pub fn not_equals(key: &str, token: &str) -> Self {
+        Self::NotEquals {
+            key: key.to_owned(),
+            token: token.to_owned(),
+        }
+    }
+
+    pub(crate) fn key(&self) -> &str {
+        match self {
+            Self::HasKey(k) | Self::Equals { key: k, .. } | Self::NotEquals { key: k, .. } => k,
+        }
+    }
+}
+
+/// How messages are told apart. A message is a **response** if any `response` condition
+/// holds on its head, else **data**. Only top-level keys whose bytes end inside the first
+/// `scan_len` bytes count; for duplicated keys the first occurrence counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteRules {
+    /// Bytes of each message examined (default 256). Classification cost depends on this,
+    /// never on the message size.
+    pub scan_len: usize,
+    /// Any of these → response.
+    pub response: Vec<Condition>,
+    /// For a response: any of these → it reports an error.
+    pub error: Vec<Condition>,
+    /// For data: any of these → a heartbeat (e.g. Betfair `"ct":"HEARTBEAT"`).
+    pub heartbeat: Vec<Condition>,
+    /// The key carrying a response's request id.
+    pub id_key: String,
+}
+
+impl RouteRules {
+    /// Binance stream endpoint: `{"result":null,"id":1}`,
+    /// `{"error":{"code":2,"msg":"…"},"id":1}`; data is `{"stream":…,"data":…}` or `{"e":…}`.
+    pub fn binance_stream() -> Self {
+        Self {
+            scan_len: 256,
+            response: vec![Condition::has_key("result"), Condition::has_key("error")],
+            error: vec![Condition::has_key("error")],
+            heartbeat: Vec::new(),
+            id_key: "id".to_owned(),
+        }
+    }
+
+    /// Binance WebSocket API: `{"id":"<uuid>","status":200,"result":…}` and
+    /// `{"id":"…","status":400,"error":{…}}`.
+    pub fn binance_ws_api() -> Self {
+        Self {
+            scan_len: 256,
+            response: vec![
+                Condition::has_key("status"),
+                Condition::has_key("result"),
+                Condition::has_key("error"),
+            ],
+            error: vec![
+                Condition::has_key("error"),
+                Condition::not_equals("status", "200"),
+            ],
+            heartbeat: Vec::new(),
+            id_key: "id".to_owned(),
+        }
+    }
+
+    /// Betfair Exchange Stream API: `{"op":"connection",…}` and
+    /// `{"op":"status","id":1,"statusCode":"SUCCESS"|"FAILURE",…}` are responses; `mcm` and
+    /// `ocm` are data, heartbeats being `mcm` with `"ct":"HEARTBEAT"`.
+    pub fn betfair() -> Self {
+        Self {
+            scan_len: 256,
+            response: vec![
+                Condition::equals_str("op", "connection"),
+                Condition::equals_str("op", "status"),
+            ],
+            error: vec![Condition::equals_str("statusCode", "FAILURE")],
+            heartbeat: vec![Condition::equals_str("ct", "HEARTBEAT")],
+            id_key: "id".to_owned(),
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! Head-scan classification: presets, and the adversarial cases of the seed's head scan
+//! (markers at the 256-byte boundary, escaped quotes, odd ids, truncated or non-JSON heads).
+
+use bytes::Bytes;
+use feedwire_core::{classify, Class, ResponseId, RouteRules};
+
+fn class(msg: &str, rules: &RouteRules) -> Class {
+    classify(&Bytes::copy_from_slice(msg.as_bytes()), rules)
+}
+
+fn response(id: Option<ResponseId>, is_error: bool) -> Class {
+    Class::Response { id, is_error }
+}
+
+const DATA: Class = Class::Data { heartbeat: false };
+
+#[test]
+fn binance_stream_preset() {
+    let r = RouteRules::binance_stream();
+    assert_eq!(
+        class(r#"{"result":null,"id":1}"#, &r),
+        response(Some(ResponseId::Int(1)), false)
+    );
+    assert_eq!(
+        class(
+            r#"{"error":{"code":2,"msg":"Invalid request: unknown variant"},"id":7}"#,
+            &r
+        ),
+        response(Some(ResponseId::Int(7)), true)
+    );
+    assert_eq!(
+        class(r#"{"result":["btcusdt@aggTrade"],"id":3}"#, &r),
+        response(Some(ResponseId::Int(3)), false)
+    );
+    assert_eq!(
+        class(
+            r#"{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","result":1,"id":2}}"#,
+            &r
+        ),
+        DATA
+    );
+    assert_eq!(
+        class(r#"{"e":"aggTrade","E":1,"s":"BTCUSDT","p":"1.0"}"#, &r),
+        DATA
+    );
+}
+
+#[test]
+fn binance_ws_api_preset() {
+    let r = RouteRules::binance_ws_api();
+    let uuid = "e2a85d9f-07a5-4f94-8d5f-789dc3deb097";
+    let ok =
+        format!(r#"{{"id":"{uuid}","status":200,"result":{{"serverTime":1}},"rateLimits":[]}}"#);
+    assert_eq!(
+        class(&ok, &r),
+        response(Some(ResponseId::Str(Bytes::from(uuid))), false)
+    );
+    let bad = format!(r#"{{"id":"{uuid}","status":400,"error":{{"code":-1102,"msg":"x"}}}}"#);
+    assert_eq!(
+        class(&bad, &r),
+        response(Some(ResponseId::Str(Bytes::from(uuid))), true)
+    );
+    let status_only = format!(r#"{{"id":"{uuid}","status":429}}"#);
+    assert_eq!(
+        class(&status_only, &r),
+        response(Some(ResponseId::Str(Bytes::from(uuid))), true)
+    );
+    assert_eq!(
+        class(
+            r#"{"event":{"e":"outboundAccountPosition"},"subscriptionId":0}"#,
+            &r
+        ),
+        DATA
+    );
+}
+
+#[test]
+fn betfair_preset() {
+    let r = RouteRules::betfair();
+    assert_eq!(
+        class(
+            r#"{"op":"connection","connectionId":"002-051134157842-432409"}"#,
+            &r
+        ),
+        response(None, false)
+    );
+    assert_eq!(
+        class(
+            r#"{"op":"status","id":1,"statusCode":"SUCCESS","connectionClosed":false}"#,
+            &r
+        ),
+        response(Some(ResponseId::Int(1)), false)
+    );
+    assert_eq!(
+        class(
+            r#"{"op":"status","id":2,"statusCode":"FAILURE","errorCode":"INVALID_APP_KEY","connectionClosed":true}"#,
+            &r
+        ),
+        response(Some(ResponseId::Int(2)), true)
+    );
+    assert_eq!(
+        class(r#"{"op":"mcm","id":1,"clk":"AAA","pt":1,"mc":[]}"#, &r),
+        DATA
+    );
+    assert_eq!(
+        class(
+            r#"{"op":"mcm","id":1,"ct":"HEARTBEAT","clk":"AAA","pt":1}"#,
+            &r
+        ),
+        Class::Data { heartbeat: true }
+    );
+    assert_eq!(class(r#"{"op":"ocm","id":3,"oc":[]}"#, &r), DATA);
+}
+
+/// `{"pad":"…","result":null,"id":1}` with the closing quote of `result` at byte `at`.
+fn marker_at(at: usize) -> String {
+    let prefix = r#"{"pad":""#.len() + r#"","result"#.len();
+    format!(
+        r#"{{"pad":"{}","result":null,"id":1}}"#,
+        "x".repeat(at - prefix)
+    )
+}
+
+#[test]
+fn marker_at_bytes_255_256_257() {
+    let r = RouteRules::binance_stream();
+    for at in [255usize, 256, 257] {
+        let msg = marker_at(at);
+        assert_eq!(msg.as_bytes()[at], b'"', "test setup for {at}");
+        let expected = if at < 256 {
+            response(None, false)
+        } else {
+            DATA
+        };
+        assert_eq!(
+            class(&msg, &r),
+            expected,
+            "closing quote of the marker at byte {at}"
+        );
+    }
+    // With the marker and the id inside the head, the id is found too.
+    let near = format!(r#"{{"pad":"{}","result":null,"id":1}}"#, "x".repeat(200));
+    assert_eq!(class(&near, &r), response(Some(ResponseId::Int(1)), false));
+}
+
+#[test]
+fn scan_length_is_configurable() {
+    let r = RouteRules {
+        scan_len: 512,
+        ..RouteRules::binance_stream()
+    };
+    assert_eq!(
+        class(&marker_at(300), &r),
+        response(Some(ResponseId::Int(1)), false)
+    );
+}
+
+#[test]
+fn whitespace_and_key_order_variations() {
+    let r = RouteRules::binance_stream();
+    for msg in [
+        r#"{"id":5,"result":null}"#,
+        " {\n\t\"id\" : 5 ,\r\n \"result\" :\tnull } ",
+        r#"{ "result" : null , "id" : 5 }"#,
+    ] {
+        assert_eq!(
+            class(msg, &r),
+            response(Some(ResponseId::Int(5)), false),
+            "{msg:?}"
+        );
+    }
+}
+
+#[test]
+fn escaped_quotes_in_strings_before_the_marker() {
+    let r = RouteRules::binance_stream();
+    assert_eq!(
+        class(r#"{"note":"\"result\":null,\"id\":1","e":"x"}"#, &r),
+        DATA
+    );
+    assert_eq!(
+        class(
+            r#"{"note":"ends in backslash \\","result":null,"id":3}"#,
+            &r
+        ),
+        response(Some(ResponseId::Int(3)), false)
+    );
+}
+
+#[test]
+fn odd_ids() {
+    let r = RouteRules::binance_stream();
+    let other = |s: &str| Some(ResponseId::Other(Bytes::copy_from_slice(s.as_bytes())));
+    assert_eq!(
+        class(r#"{"result":null,"id":18446744073709551615}"#, &r),
+        response(Some(ResponseId::Int(u64::MAX)), false)
+    );
+    assert_eq!(
+        class(r#"{"result":null,"id":18446744073709551616}"#, &r),
+        response(other("18446744073709551616"), false)
+    );
+    assert_eq!(
+        class(r#"{"result":null,"id":-1}"#, &r),
+        response(other("-1"), false)
+    );
+    assert_eq!(
+        class(r#"{"result":null,"id":05}"#, &r),
+        response(other("05"), false)
+    );
+    assert_eq!(
+        class(r#"{"result":null,"id":1.5}"#, &r),
+        response(other("1.5"), false)
+    );
+    assert_eq!(
+        class(r#"{"result":null,"id":null}"#, &r),
+        response(other("null"), false)
+    );
+    assert_eq!(
+        class(r#"{"result":null,"id":{"n":1}}"#, &r),
+        response(None, false)
+    );
+}
+
+#[test]
+fn duplicated_keys_first_occurrence_counts() {
+    let r = RouteRules::binance_stream();
+    assert_eq!(
+        class(r#"{"result":null,"id":1,"id":2}"#, &r),
+        response(Some(ResponseId::Int(1)), false)
+    );
+    let b = RouteRules::betfair();
+    assert_eq!(class(r#"{"op":"mcm","op":"status","id":1}"#, &b), DATA);
+}
+
+#[test]
+fn truncated_and_non_json_heads_are_data() {
+    let r = RouteRules::binance_stream();
+    for msg in [
+        "",
+        "{",
+        r#"{"resu"#,
+        "pong",
+        "[1,2,3]",
+        "\u{feff}{\"result\":null}",
+        r#"{"result"x"#,
+        "null",
+    ] {
+        assert_eq!(class(msg, &r), DATA, "{msg:?}");
+    }
+    // Key complete, value cut off by the end of the message: still a response.
+    assert_eq!(class(r#"{"result":{"a":"#, &r), response(None, false));
+}
+
+#[test]
+fn data_with_markers_beyond_the_head_is_data() {
+    let r = RouteRules::binance_stream();
+    let big = format!(
+        r#"{{"stream":"x","data":{{"pad":"{}"}},"result":null,"error":1,"id":9}}"#,
+        "y".repeat(5000)
+    );
+    assert_eq!(class(&big, &r), DATA);
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Classification looks at the head only: whatever follows byte `scan_len` cannot
+        /// change the class. Arbitrary bytes never panic.
+        #[test]
+        fn bytes_beyond_the_head_never_change_the_class(
+            head in prop_oneof![
+                "[{}\\[\\]\":, a-z0-9\\\\]{0,300}",
+                Just(r#"{"result":null,"id":12"#.to_owned()),
+                Just(r#"{"op":"status","id":1,"statusCode":"FAILURE""#.to_owned()),
+            ],
+            tail_a in prop::collection::vec(any::<u8>(), 0..64),
+            tail_b in prop::collection::vec(any::<u8>(), 0..64),
+            scan_len in 1usize..300,
+        ) {
+            for rules in [RouteRules::binance_stream(), RouteRules::binance_ws_api(), RouteRules::betfair()] {
+                let rules = RouteRules { scan_len, ..rules };
+                let mut base = head.as_bytes().to_vec();
+                base.resize(base.len().max(scan_len), b' ');
+                let a = [&base[..], &tail_a[..]].concat();
+                let b = [&base[..scan_len], &tail_b[..]].concat();
+                prop_assert_eq!(classify(&Bytes::from(a), &rules), classify(&Bytes::from(b), &rules));
+            }
+        }
+    }
+}
