@@ -127,12 +127,15 @@ impl ReadBuffer {
         };
     }
 
-    /// Drops the block when nothing is buffered, so an idle connection holds no read memory.
-    pub(crate) fn release_if_empty(&mut self) {
-        if self.filled == 0 {
+    /// Drops the block when nothing is buffered, so an idle connection holds no read memory;
+    /// returns whether it did.
+    pub(crate) fn release_if_empty(&mut self) -> bool {
+        if self.filled == 0 && self.buf.capacity() > 0 {
             self.buf = BytesMut::new();
             self.frame_hint = 0;
+            return true;
         }
+        false
     }
 
     /// Bytes currently allocated to the block this buffer writes into.

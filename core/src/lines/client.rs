@@ -75,6 +75,13 @@ impl LineClient {
         self.rb.capacity()
     }
 
+    /// Frees the read buffer's block if no partial line is buffered; returns whether it did.
+    /// For transports holding many mostly-idle streams: call it when a stream goes quiet,
+    /// not after every read (the next read would allocate and zero a new block).
+    pub fn release_read_buffer(&mut self) -> bool {
+        self.rb.release_if_empty()
+    }
+
     /// Space for the next read: at most `max_read_size` bytes, never empty.
     pub fn read_buf(&mut self) -> &mut [u8] {
         self.rb.read_buf()
@@ -103,10 +110,7 @@ impl LineClient {
                 .map(|r| LineEvent::Line(input.slice(r))),
         );
         match result {
-            Ok(_) => {
-                self.rb.set_unknown_length_hint();
-                self.rb.release_if_empty();
-            }
+            Ok(_) => self.rb.set_unknown_length_hint(),
             Err(e) => self.fail(e),
         }
     }

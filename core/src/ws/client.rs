@@ -197,6 +197,13 @@ impl WebSocketClient {
         self.rb.capacity()
     }
 
+    /// Frees the read buffer's block if no partial frame is buffered; returns whether it did.
+    /// For transports holding many mostly-idle connections: call it when a connection goes
+    /// quiet, not after every read (the next read would allocate and zero a new block).
+    pub fn release_read_buffer(&mut self) -> bool {
+        self.rb.release_if_empty()
+    }
+
     // ----- input -----
 
     /// Space for the next read: at most [`WsConfig::max_read_size`] bytes, never empty.
@@ -530,7 +537,6 @@ impl WebSocketClient {
         } else if matches!(self.phase, Phase::Closed) {
             self.process();
         }
-        self.rb.release_if_empty();
     }
 
     fn on_peer_close(&mut self, code: u16, reason: Bytes) {
