@@ -40,8 +40,8 @@ pub use lines::{Delimiter, LineClient, LineEvent, LineFramer};
 pub use mask::apply_mask;
 pub use rng::{os_seed, Seed};
 pub use route::{
-    classify, Class, Condition, IdStyle, PendingRequests, RequestHandle, RequestId, ResponseId,
-    RouteRules, Routed, Router, RouterConfig, TimedOut,
+    classify, Class, Condition, IdStyle, PendingRequests, Position, RequestHandle, RequestId,
+    ResponseId, RouteRules, Routed, Router, RouterConfig, TimedOut,
 };
 pub use ws::{
     CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind, State, WebSocketClient,

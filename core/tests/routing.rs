@@ -12,7 +12,23 @@ fn response(id: Option<ResponseId>, is_error: bool) -> Class {
     Class::Response { id, is_error }
 }
 
-const DATA: Class = Class::Data { heartbeat: false };
+const DATA: Class = Class::Data {
+    heartbeat: false,
+    shutdown: false,
+    position: [None, None],
+};
+
+fn betfair_data(
+    heartbeat: bool,
+    initial_clk: Option<&'static str>,
+    clk: Option<&'static str>,
+) -> Class {
+    Class::Data {
+        heartbeat,
+        shutdown: false,
+        position: [initial_clk.map(Bytes::from), clk.map(Bytes::from)],
+    }
+}
 
 #[test]
 fn binance_stream_preset() {
@@ -41,6 +57,34 @@ fn binance_stream_preset() {
     );
     assert_eq!(
         class(r#"{"e":"aggTrade","E":1,"s":"BTCUSDT","p":"1.0"}"#, &r),
+        DATA
+    );
+}
+
+#[test]
+fn binance_server_shutdown_notices() {
+    let r = RouteRules::binance_stream();
+    let shutdown = Class::Data {
+        heartbeat: false,
+        shutdown: true,
+        position: [None, None],
+    };
+    assert_eq!(
+        class(r#"{"e":"serverShutdown","E":1700000000000}"#, &r),
+        shutdown
+    );
+    assert_eq!(
+        class(
+            r#"{"stream":"!serverShutdown","data":{"e":"serverShutdown","E":1}}"#,
+            &r
+        ),
+        shutdown
+    );
+    assert_eq!(
+        class(
+            r#"{"stream":"btcusdt@aggTrade","data":{"e":"serverShutdown"}}"#,
+            &r
+        ),
         DATA
     );
 }
@@ -100,14 +144,21 @@ fn betfair_preset() {
     );
     assert_eq!(
         class(r#"{"op":"mcm","id":1,"clk":"AAA","pt":1,"mc":[]}"#, &r),
-        DATA
+        betfair_data(false, None, Some("AAA"))
+    );
+    assert_eq!(
+        class(
+            r#"{"op":"mcm","id":1,"initialClk":"G1F2","clk":"AAB","ct":"SUB_IMAGE","pt":1,"mc":[]}"#,
+            &r
+        ),
+        betfair_data(false, Some("G1F2"), Some("AAB"))
     );
     assert_eq!(
         class(
             r#"{"op":"mcm","id":1,"ct":"HEARTBEAT","clk":"AAA","pt":1}"#,
             &r
         ),
-        Class::Data { heartbeat: true }
+        betfair_data(true, None, Some("AAA"))
     );
     assert_eq!(class(r#"{"op":"ocm","id":3,"oc":[]}"#, &r), DATA);
 }

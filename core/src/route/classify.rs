@@ -25,6 +25,11 @@ pub enum Class {
     Data {
         /// It matched a heartbeat condition.
         heartbeat: bool,
+        /// It matched a shutdown-notice condition.
+        shutdown: bool,
+        /// String values of [`RouteRules::position_keys`] found in the head, in the order of
+        /// the keys (zero-copy).
+        position: Position,
     },
     /// An endpoint response.
     Response {
@@ -34,6 +39,9 @@ pub enum Class {
         is_error: bool,
     },
 }
+
+/// Stream-position tokens from a data message's head (at most two keys are tracked).
+pub type Position = [Option<Bytes>; 2];
 
 /// Classifies `payload` by its first `rules.scan_len` bytes.
 pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
@@ -49,8 +57,10 @@ pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
             .iter()
             .chain(&rules.error)
             .chain(&rules.heartbeat)
+            .chain(&rules.shutdown)
             .map(Condition::key)
             .chain(std::iter::once(rules.id_key.as_str()))
+            .chain(rules.position_keys.iter().map(String::as_str))
             .find(|k| k.as_bytes() == key);
         if let Some(k) = wanted {
             if n < seen.len() && !seen[..n].iter().flatten().any(|(s, _)| *s == k) {
@@ -82,8 +92,16 @@ pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
             is_error: rules.error.iter().any(holds),
         }
     } else {
+        let mut position: Position = Default::default();
+        for (slot, key) in position.iter_mut().zip(&rules.position_keys) {
+            if let Some(Value::Str(r)) = lookup(key) {
+                *slot = Some(payload.slice(r));
+            }
+        }
         Class::Data {
             heartbeat: rules.heartbeat.iter().any(holds),
+            shutdown: rules.shutdown.iter().any(holds),
+            position,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::classify::{classify, Class, ResponseId};
+use super::classify::{classify, Class, Position, ResponseId};
 use super::pending::{PendingRequests, RequestHandle, RequestId};
 use super::rules::RouteRules;
 use crate::error::CorrelationError;
@@ -83,6 +83,10 @@ pub enum Routed<T> {
         payload: Bytes,
         /// It matched a heartbeat rule.
         heartbeat: bool,
+        /// It matched a shutdown-notice rule.
+        shutdown: bool,
+        /// Stream-position tokens found in its head (see [`RouteRules::position_keys`]).
+        position: Position,
     },
     /// The response to a pending request of ours.
     Answer {
@@ -177,7 +181,16 @@ impl<T> Router<T> {
     /// Routes a text message (or line) by its head.
     pub fn route(&mut self, payload: Bytes) -> Routed<T> {
         match classify(&payload, &self.config.rules) {
-            Class::Data { heartbeat } => Routed::Data { payload, heartbeat },
+            Class::Data {
+                heartbeat,
+                shutdown,
+                position,
+            } => Routed::Data {
+                payload,
+                heartbeat,
+                shutdown,
+                position,
+            },
             Class::Response { id, is_error } => {
                 let matched = match &id {
                     Some(ResponseId::Int(n)) => self.pending.take_int(*n),
@@ -208,6 +221,8 @@ impl<T> Router<T> {
         Routed::Data {
             payload,
             heartbeat: false,
+            shutdown: false,
+            position: Position::default(),
         }
     }
 

@@ -66,8 +66,14 @@ pub struct RouteRules {
     pub error: Vec<Condition>,
     /// For data: any of these → a heartbeat (e.g. Betfair `"ct":"HEARTBEAT"`).
     pub heartbeat: Vec<Condition>,
+    /// For data: any of these → the server announces it will shut the connection down
+    /// (Binance `serverShutdown`), so the stream should reconnect before it does.
+    pub shutdown: Vec<Condition>,
     /// The key carrying a response's request id.
     pub id_key: String,
+    /// Keys of string values that mark the stream position in data messages, reported so a
+    /// resubscription can resume without a gap (Betfair: `initialClk`, `clk`).
+    pub position_keys: Vec<String>,
 }
 
 impl RouteRules {
@@ -79,7 +85,12 @@ impl RouteRules {
             response: vec![Condition::has_key("result"), Condition::has_key("error")],
             error: vec![Condition::has_key("error")],
             heartbeat: Vec::new(),
+            shutdown: vec![
+                Condition::equals_str("e", "serverShutdown"),
+                Condition::equals_str("stream", "!serverShutdown"),
+            ],
             id_key: "id".to_owned(),
+            position_keys: Vec::new(),
         }
     }
 
@@ -98,7 +109,9 @@ impl RouteRules {
                 Condition::not_equals("status", "200"),
             ],
             heartbeat: Vec::new(),
+            shutdown: vec![Condition::equals_str("e", "serverShutdown")],
             id_key: "id".to_owned(),
+            position_keys: Vec::new(),
         }
     }
 
@@ -114,7 +127,9 @@ impl RouteRules {
             ],
             error: vec![Condition::equals_str("statusCode", "FAILURE")],
             heartbeat: vec![Condition::equals_str("ct", "HEARTBEAT")],
+            shutdown: Vec::new(),
             id_key: "id".to_owned(),
+            position_keys: vec!["initialClk".to_owned(), "clk".to_owned()],
         }
     }
 }
