@@ -52,7 +52,9 @@ fn data_is_data_even_while_requests_pend() {
         r.route(msg.clone()),
         Routed::Data {
             payload: msg,
-            heartbeat: false
+            heartbeat: false,
+            shutdown: false,
+            position: [None, None],
         }
     );
     assert_eq!(r.pending(), 1);
