@@ -40,7 +40,7 @@ pub use lines::{Delimiter, LineClient, LineEvent, LineFramer};
 pub use mask::apply_mask;
 pub use rng::{os_seed, Seed};
 pub use route::{
-    classify, Class, Condition, IdStyle, PendingRequests, Position, RequestHandle, RequestId,
+    classify, Class, Condition, Extracted, IdStyle, PendingRequests, RequestHandle, RequestId,
     ResponseId, RouteRules, Routed, Router, RouterConfig, TimedOut,
 };
 pub use ws::{

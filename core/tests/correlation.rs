@@ -54,7 +54,7 @@ fn data_is_data_even_while_requests_pend() {
             payload: msg,
             heartbeat: false,
             shutdown: false,
-            position: [None, None],
+            extracted: [None, None, None],
         }
     );
     assert_eq!(r.pending(), 1);

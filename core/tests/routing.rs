@@ -15,7 +15,7 @@ fn response(id: Option<ResponseId>, is_error: bool) -> Class {
 const DATA: Class = Class::Data {
     heartbeat: false,
     shutdown: false,
-    position: [None, None],
+    extracted: [None, None, None],
 };
 
 fn betfair_data(
@@ -26,7 +26,11 @@ fn betfair_data(
     Class::Data {
         heartbeat,
         shutdown: false,
-        position: [initial_clk.map(Bytes::from), clk.map(Bytes::from)],
+        extracted: [
+            Some(Bytes::from("mcm")),
+            initial_clk.map(Bytes::from),
+            clk.map(Bytes::from),
+        ],
     }
 }
 
@@ -67,7 +71,7 @@ fn binance_server_shutdown_notices() {
     let shutdown = Class::Data {
         heartbeat: false,
         shutdown: true,
-        position: [None, None],
+        extracted: [None, None, None],
     };
     assert_eq!(
         class(r#"{"e":"serverShutdown","E":1700000000000}"#, &r),
@@ -111,7 +115,7 @@ fn binance_ws_api_preset() {
     );
     assert_eq!(
         class(
-            r#"{"event":{"e":"outboundAccountPosition"},"subscriptionId":0}"#,
+            r#"{"event":{"e":"outboundAccountExtracted"},"subscriptionId":0}"#,
             &r
         ),
         DATA
@@ -160,7 +164,14 @@ fn betfair_preset() {
         ),
         betfair_data(true, None, Some("AAA"))
     );
-    assert_eq!(class(r#"{"op":"ocm","id":3,"oc":[]}"#, &r), DATA);
+    assert_eq!(
+        class(r#"{"op":"ocm","id":3,"oc":[]}"#, &r),
+        Class::Data {
+            heartbeat: false,
+            shutdown: false,
+            extracted: [Some(Bytes::from("ocm")), None, None]
+        }
+    );
 }
 
 /// `{"pad":"…","result":null,"id":1}` with the closing quote of `result` at byte `at`.

@@ -27,9 +27,9 @@ pub enum Class {
         heartbeat: bool,
         /// It matched a shutdown-notice condition.
         shutdown: bool,
-        /// String values of [`RouteRules::position_keys`] found in the head, in the order of
+        /// String values of [`RouteRules::extract_keys`] found in the head, in the order of
         /// the keys (zero-copy).
-        position: Position,
+        extracted: Extracted,
     },
     /// An endpoint response.
     Response {
@@ -40,8 +40,9 @@ pub enum Class {
     },
 }
 
-/// Stream-position tokens from a data message's head (at most two keys are tracked).
-pub type Position = [Option<Bytes>; 2];
+/// String values of [`RouteRules::extract_keys`] from a data message's head, in key order
+/// (at most three keys).
+pub type Extracted = [Option<Bytes>; 3];
 
 /// Classifies `payload` by its first `rules.scan_len` bytes.
 pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
@@ -60,7 +61,7 @@ pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
             .chain(&rules.shutdown)
             .map(Condition::key)
             .chain(std::iter::once(rules.id_key.as_str()))
-            .chain(rules.position_keys.iter().map(String::as_str))
+            .chain(rules.extract_keys.iter().map(String::as_str))
             .find(|k| k.as_bytes() == key);
         if let Some(k) = wanted {
             if n < seen.len() && !seen[..n].iter().flatten().any(|(s, _)| *s == k) {
@@ -92,8 +93,8 @@ pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
             is_error: rules.error.iter().any(holds),
         }
     } else {
-        let mut position: Position = Default::default();
-        for (slot, key) in position.iter_mut().zip(&rules.position_keys) {
+        let mut extracted: Extracted = Default::default();
+        for (slot, key) in extracted.iter_mut().zip(&rules.extract_keys) {
             if let Some(Value::Str(r)) = lookup(key) {
                 *slot = Some(payload.slice(r));
             }
@@ -101,7 +102,7 @@ pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
         Class::Data {
             heartbeat: rules.heartbeat.iter().any(holds),
             shutdown: rules.shutdown.iter().any(holds),
-            position,
+            extracted,
         }
     }
 }

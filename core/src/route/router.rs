@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::classify::{classify, Class, Position, ResponseId};
+use super::classify::{classify, Class, Extracted, ResponseId};
 use super::pending::{PendingRequests, RequestHandle, RequestId};
 use super::rules::RouteRules;
 use crate::error::CorrelationError;
@@ -85,8 +85,8 @@ pub enum Routed<T> {
         heartbeat: bool,
         /// It matched a shutdown-notice rule.
         shutdown: bool,
-        /// Stream-position tokens found in its head (see [`RouteRules::position_keys`]).
-        position: Position,
+        /// Stream-extracted tokens found in its head (see [`RouteRules::extract_keys`]).
+        extracted: Extracted,
     },
     /// The response to a pending request of ours.
     Answer {
@@ -184,12 +184,12 @@ impl<T> Router<T> {
             Class::Data {
                 heartbeat,
                 shutdown,
-                position,
+                extracted,
             } => Routed::Data {
                 payload,
                 heartbeat,
                 shutdown,
-                position,
+                extracted,
             },
             Class::Response { id, is_error } => {
                 let matched = match &id {
@@ -222,7 +222,7 @@ impl<T> Router<T> {
             payload,
             heartbeat: false,
             shutdown: false,
-            position: Position::default(),
+            extracted: Extracted::default(),
         }
     }
 

@@ -71,9 +71,10 @@ pub struct RouteRules {
     pub shutdown: Vec<Condition>,
     /// The key carrying a response's request id.
     pub id_key: String,
-    /// Keys of string values that mark the stream position in data messages, reported so a
-    /// resubscription can resume without a gap (Betfair: `initialClk`, `clk`).
-    pub position_keys: Vec<String>,
+    /// Keys whose string values are reported for data messages (at most three), e.g. the
+    /// Betfair message type and stream position (`op`, `initialClk`, `clk`) so that a
+    /// resubscription resumes without a gap.
+    pub extract_keys: Vec<String>,
 }
 
 impl RouteRules {
@@ -90,7 +91,7 @@ impl RouteRules {
                 Condition::equals_str("stream", "!serverShutdown"),
             ],
             id_key: "id".to_owned(),
-            position_keys: Vec::new(),
+            extract_keys: Vec::new(),
         }
     }
 
@@ -111,7 +112,7 @@ impl RouteRules {
             heartbeat: Vec::new(),
             shutdown: vec![Condition::equals_str("e", "serverShutdown")],
             id_key: "id".to_owned(),
-            position_keys: Vec::new(),
+            extract_keys: Vec::new(),
         }
     }
 
@@ -129,7 +130,7 @@ impl RouteRules {
             heartbeat: vec![Condition::equals_str("ct", "HEARTBEAT")],
             shutdown: Vec::new(),
             id_key: "id".to_owned(),
-            position_keys: vec!["initialClk".to_owned(), "clk".to_owned()],
+            extract_keys: vec!["op".to_owned(), "initialClk".to_owned(), "clk".to_owned()],
         }
     }
 }
