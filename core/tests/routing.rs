@@ -291,7 +291,10 @@ fn duplicated_keys_first_occurrence_counts() {
         response(Some(ResponseId::Int(1)), false)
     );
     let b = RouteRules::betfair();
-    assert_eq!(class(r#"{"op":"mcm","op":"status","id":1}"#, &b), DATA);
+    assert_eq!(
+        class(r#"{"op":"mcm","op":"status","id":1}"#, &b),
+        betfair_data(false, None, None)
+    );
 }
 
 #[test]
