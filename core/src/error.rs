@@ -186,6 +186,9 @@ pub enum ConfigError {
     /// A subprotocol name is not an HTTP token.
     #[error("invalid subprotocol {0:?}")]
     InvalidSubprotocol(String),
+    /// Credentials contain characters that cannot go into a JSON string as is.
+    #[error("credentials must not contain quotes, backslashes or control characters")]
+    InvalidCredential,
     /// A size limit is zero.
     #[error("{0} must be greater than zero")]
     ZeroLimit(&'static str),
@@ -233,6 +236,36 @@ pub enum CorrelationError {
     /// Every id of the configured integer range is pending.
     #[error("every request id in the configured range is pending")]
     IdsExhausted,
+}
+
+/// A stream command could not be carried out (local condition; nothing changed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// The command does not exist in this stream's protocol profile.
+    #[error("not supported by this stream's profile")]
+    NotSupported,
+    /// The command needs an open stream.
+    #[error("stream is not open")]
+    NotOpen,
+    /// The stream ended (closed or crashed).
+    #[error("stream has ended")]
+    Ended,
+    /// More streams than one connection may carry.
+    #[error("more than {max} streams on one connection")]
+    TooManyStreams {
+        /// The limit.
+        max: usize,
+    },
+    /// Unsubscribing a stream that is not subscribed.
+    #[error("not subscribed to {0:?}")]
+    NotSubscribed(String),
+    /// A stream or method name that cannot go into a JSON string as is.
+    #[error("invalid stream or method name {0:?}")]
+    InvalidStreamName(String),
+    /// The request could not be registered for its response.
+    #[error(transparent)]
+    Correlation(#[from] CorrelationError),
 }
 
 /// Close codes of RFC 6455 §7.4.1.

@@ -23,6 +23,7 @@ mod mask;
 mod read_buffer;
 mod rng;
 mod route;
+mod stream;
 #[doc(hidden)]
 pub mod testing;
 mod transmit;
@@ -33,7 +34,7 @@ pub use config::WsConfig;
 pub use endpoint::{Endpoint, Scheme};
 pub use error::{
     close_code, ConfigError, CorrelationError, Error, HandshakeError, LineError, ProtocolError,
-    SendError,
+    SendError, StreamError,
 };
 pub use handshake::accept_key;
 pub use lines::{Delimiter, LineClient, LineEvent, LineFramer};
@@ -42,6 +43,11 @@ pub use rng::{os_seed, Seed};
 pub use route::{
     classify, Class, Condition, Extracted, IdStyle, PendingRequests, RequestHandle, RequestId,
     ResponseId, RouteRules, Routed, Router, RouterConfig, TimedOut,
+};
+pub use stream::{
+    BetfairAuth, BetfairSubscription, EndReason, Profile, ReconnectPolicy, RequestKind,
+    StatsHandle, StatsSnapshot, Stream, StreamConfig, StreamEvent, StreamState, Timeouts,
+    TransportCommand,
 };
 pub use ws::{
     CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind, State, WebSocketClient,

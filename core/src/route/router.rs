@@ -92,6 +92,8 @@ pub enum Routed<T> {
     Answer {
         /// The response, untouched.
         payload: Bytes,
+        /// The id the request was sent with.
+        id: RequestId,
         /// The tag given at [`Router::register`].
         tag: T,
         /// The request's handle.
@@ -193,15 +195,21 @@ impl<T> Router<T> {
             },
             Class::Response { id, is_error } => {
                 let matched = match &id {
-                    Some(ResponseId::Int(n)) => self.pending.take_int(*n),
-                    Some(ResponseId::Str(s)) => std::str::from_utf8(s)
-                        .ok()
-                        .and_then(|s| self.pending.take_str(s)),
+                    Some(ResponseId::Int(n)) => self
+                        .pending
+                        .take_int(*n)
+                        .map(|(h, t)| (RequestId::Int(*n), h, t)),
+                    Some(ResponseId::Str(s)) => std::str::from_utf8(s).ok().and_then(|s| {
+                        self.pending
+                            .take_str(s)
+                            .map(|(h, t)| (RequestId::Str(s.into()), h, t))
+                    }),
                     Some(ResponseId::Other(_)) | None => None,
                 };
                 match matched {
-                    Some((handle, tag)) => Routed::Answer {
+                    Some((id, handle, tag)) => Routed::Answer {
                         payload,
+                        id,
                         tag,
                         handle,
                         is_error,

@@ -9,6 +9,8 @@ use feedwire_core::testing::{accept_response, decode_client_frames};
 use feedwire_core::{Event, WebSocketClient, WsConfig};
 
 pub const SEED: [u8; 32] = [7; 32];
+pub mod harness;
+
 pub const URL: &str = "ws://127.0.0.1:9001/stream";
 
 pub fn drain_tx(ws: &mut WebSocketClient) -> Vec<u8> {

@@ -1,0 +1,43 @@
+//! Reconnect delays: exponential, capped, with jitter from the injected random source.
+
+use std::time::Duration;
+
+use super::config::ReconnectPolicy;
+
+/// Delay before attempt `attempt` (1-based): `initial × 2^(attempt-1)`, capped at `max`,
+/// minus a random fraction `jitter × r` of it, where `r` is uniform in [0, 1) from `random`.
+pub(crate) fn reconnect_delay(policy: &ReconnectPolicy, attempt: u32, random: u32) -> Duration {
+    let exp = attempt.saturating_sub(1).min(30);
+    let base = policy
+        .initial_delay
+        .saturating_mul(1u32 << exp)
+        .min(policy.max_delay);
+    let r = f64::from(random) / (f64::from(u32::MAX) + 1.0);
+    let cut = policy.jitter.clamp(0.0, 1.0) * r;
+    base.mul_f64(1.0 - cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_then_caps_and_jitter_only_shortens() {
+        let p = ReconnectPolicy {
+            initial_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(1),
+            jitter: 0.5,
+            ..ReconnectPolicy::default()
+        };
+        assert_eq!(reconnect_delay(&p, 1, 0), Duration::from_millis(100));
+        assert_eq!(reconnect_delay(&p, 2, 0), Duration::from_millis(200));
+        assert_eq!(reconnect_delay(&p, 4, 0), Duration::from_millis(800));
+        assert_eq!(reconnect_delay(&p, 5, 0), Duration::from_secs(1));
+        assert_eq!(reconnect_delay(&p, 100, 0), Duration::from_secs(1));
+        let jittered = reconnect_delay(&p, 5, u32::MAX);
+        assert!(
+            jittered >= Duration::from_millis(500) && jittered < Duration::from_secs(1),
+            "{jittered:?}"
+        );
+    }
+}

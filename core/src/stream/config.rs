@@ -1,0 +1,165 @@
+//! Stream policy: timers, reconnection, protocol profile. Every knob has a safe default;
+//! presets per exchange.
+
+use std::time::Duration;
+
+use crate::config::WsConfig;
+use crate::lines::Delimiter;
+use crate::route::RouterConfig;
+
+/// Deadlines the stream enforces. `None` disables a timer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From asking the transport to connect until the stream is open (TCP, TLS, WebSocket
+    /// handshake, and for Betfair the `connection` message). Default 10 s.
+    pub connect: Duration,
+    /// From open until the first data message: a stream that never delivers (bad
+    /// subscription, dead endpoint) still ends or reconnects. Default 30 s.
+    pub first_data: Option<Duration>,
+    /// No bytes for this long → probe (WebSocket ping, Betfair heartbeat); no bytes for as
+    /// long again → the connection is dead. Default 30 s.
+    pub idle: Option<Duration>,
+    /// Probe at this interval regardless of traffic. Default off.
+    pub keepalive: Option<Duration>,
+    /// Wait this long for the peer's Close after ours. Default 5 s.
+    pub close: Duration,
+    /// Reconnect (planned) once a connection is this old; Binance ends connections after
+    /// 24 h. Default off; 23 h 50 min in the Binance presets.
+    pub max_lifetime: Option<Duration>,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            first_data: Some(Duration::from_secs(30)),
+            idle: Some(Duration::from_secs(30)),
+            keepalive: None,
+            close: Duration::from_secs(5),
+            max_lifetime: None,
+        }
+    }
+}
+
+/// Exponential backoff with jitter between connection attempts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReconnectPolicy {
+    /// Reconnect at all after a connection ends without a stop or crash. Default true.
+    pub enabled: bool,
+    /// Delay before the first retry. Default 250 ms.
+    pub initial_delay: Duration,
+    /// Delay cap. Default 30 s.
+    pub max_delay: Duration,
+    /// Fraction of each delay drawn at random and subtracted (0 = none, 1 = full jitter).
+    /// Default 0.5.
+    pub jitter: f64,
+    /// A connection open this long resets the attempt counter. Default 60 s.
+    pub healthy_after: Duration,
+    /// Give up (crash) after this many consecutive retries without a healthy connection.
+    /// Default unlimited.
+    pub max_attempts: Option<u32>,
+}
+
+impl Default for ReconnectPolicy {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            initial_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(30),
+            jitter: 0.5,
+            healthy_after: Duration::from_secs(60),
+            max_attempts: None,
+        }
+    }
+}
+
+/// Betfair credentials for the `authentication` op.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BetfairAuth {
+    /// Application key.
+    pub app_key: String,
+    /// Session token.
+    pub session: String,
+}
+
+/// How subscriptions and keepalives are spoken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Profile {
+    /// Binance stream endpoint: SUBSCRIBE / UNSUBSCRIBE / LIST_SUBSCRIPTIONS.
+    BinanceStream,
+    /// Binance WebSocket API: arbitrary `{"id","method","params"}` requests.
+    BinanceWsApi,
+    /// Betfair Exchange Stream API: authentication, market and order subscriptions.
+    Betfair(BetfairAuth),
+}
+
+/// Everything a [`crate::Stream`] needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamConfig {
+    /// `ws://`, `wss://` (WebSocket) or `tcp://`, `tls://` (CRLF lines).
+    pub url: String,
+    /// Protocol profile.
+    pub profile: Profile,
+    /// WebSocket engine limits (also `max_read_size` for line streams).
+    pub ws: WsConfig,
+    /// Line delimiter for `tcp://` and `tls://`.
+    pub delimiter: Delimiter,
+    /// Longest accepted line, bytes (default 16 MiB).
+    pub max_line: usize,
+    /// Classification and correlation.
+    pub router: RouterConfig,
+    /// Deadlines.
+    pub timeouts: Timeouts,
+    /// Reconnection.
+    pub reconnect: ReconnectPolicy,
+    /// Most subscription control messages sent per second (Binance allows 5). `None`: no
+    /// pacing.
+    pub control_rate: Option<u32>,
+    /// Most streams on one connection (Binance: 1024).
+    pub max_streams: usize,
+    /// An error response to a subscription or authentication crashes the stream with that
+    /// response as the reason (default true); otherwise it is only reported.
+    pub crash_on_error_response: bool,
+}
+
+impl StreamConfig {
+    fn base(url: &str, profile: Profile, router: RouterConfig) -> Self {
+        Self {
+            url: url.to_owned(),
+            profile,
+            ws: WsConfig::default(),
+            delimiter: Delimiter::CrLf,
+            max_line: 16 * 1024 * 1024,
+            router,
+            timeouts: Timeouts::default(),
+            reconnect: ReconnectPolicy::default(),
+            control_rate: None,
+            max_streams: usize::MAX,
+            crash_on_error_response: true,
+        }
+    }
+
+    /// Binance streams (`wss://stream.binance.com:9443/ws` or `/stream`): 5 control
+    /// messages per second, 1024 streams, reconnect before the 24 h limit.
+    pub fn binance_stream(url: &str) -> Self {
+        let mut c = Self::base(url, Profile::BinanceStream, RouterConfig::binance_stream());
+        c.control_rate = Some(5);
+        c.max_streams = 1024;
+        c.timeouts.max_lifetime = Some(Duration::from_secs(23 * 3600 + 50 * 60));
+        c
+    }
+
+    /// Binance WebSocket API: request/response only, so no first-data timeout.
+    pub fn binance_ws_api(url: &str) -> Self {
+        let mut c = Self::base(url, Profile::BinanceWsApi, RouterConfig::binance_ws_api());
+        c.timeouts.first_data = None;
+        c.timeouts.max_lifetime = Some(Duration::from_secs(23 * 3600 + 50 * 60));
+        c
+    }
+
+    /// Betfair Exchange Stream API (`tls://stream-api.betfair.com:443`).
+    pub fn betfair(url: &str, auth: BetfairAuth) -> Self {
+        Self::base(url, Profile::Betfair(auth), RouterConfig::betfair())
+    }
+}

@@ -1,0 +1,157 @@
+//! One connection attempt's protocol engine: WebSocket or CRLF lines behind one interface.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::event::EndReason;
+use crate::config::WsConfig;
+use crate::error::{close_code, ConfigError};
+use crate::lines::{Delimiter, LineClient, LineEvent};
+use crate::rng::Seed;
+use crate::ws::{CloseInitiator, Event, MessageKind, WebSocketClient};
+
+/// What the engine of one connection reports, reduced to what the stream acts on.
+#[derive(Debug)]
+pub(crate) enum ConnEvent {
+    /// WebSocket handshake done.
+    Opened,
+    /// A complete message or line.
+    Message { payload: Bytes, binary: bool },
+    /// A close handshake completed.
+    Closed {
+        by: CloseInitiator,
+        code: u16,
+        reason: Bytes,
+    },
+    /// The engine failed, or a line stream ended.
+    Ended(EndReason),
+}
+
+#[derive(Debug)]
+pub(crate) enum Connection {
+    // Boxed: the engines differ much in size; one allocation per connection attempt.
+    Ws(Box<WebSocketClient>),
+    Lines(Box<LineClient>),
+}
+
+impl Connection {
+    pub(crate) fn websocket(url: &str, config: WsConfig, seed: Seed) -> Result<Self, ConfigError> {
+        WebSocketClient::new(url, config, seed).map(|c| Self::Ws(Box::new(c)))
+    }
+
+    pub(crate) fn lines(delimiter: Delimiter, max_read_size: usize, max_line: usize) -> Self {
+        Self::Lines(Box::new(LineClient::new(delimiter, max_read_size, max_line)))
+    }
+
+    pub(crate) fn read_buf(&mut self) -> &mut [u8] {
+        match self {
+            Self::Ws(c) => c.read_buf(),
+            Self::Lines(c) => c.read_buf(),
+        }
+    }
+
+    pub(crate) fn handle_read(&mut self, n: usize) {
+        match self {
+            Self::Ws(c) => c.handle_read(n),
+            Self::Lines(c) => c.handle_read(n),
+        }
+    }
+
+    pub(crate) fn handle_eof(&mut self) {
+        match self {
+            Self::Ws(c) => c.handle_eof(),
+            Self::Lines(c) => c.handle_eof(),
+        }
+    }
+
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        if let Self::Ws(c) = self {
+            c.handle_timeout(now);
+        }
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Ws(c) => c.poll_timeout(),
+            Self::Lines(_) => None,
+        }
+    }
+
+    pub(crate) fn poll_transmit(&mut self) -> Option<Bytes> {
+        match self {
+            Self::Ws(c) => c.poll_transmit(),
+            Self::Lines(c) => c.poll_transmit(),
+        }
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        match self {
+            Self::Ws(c) => c.is_finished(),
+            Self::Lines(c) => c.is_finished(),
+        }
+    }
+
+    /// Sends one text message or line; false if the engine is no longer open for sending.
+    pub(crate) fn send_text(&mut self, text: &str) -> bool {
+        match self {
+            Self::Ws(c) => c.send_text(text).is_ok(),
+            Self::Lines(c) => c.send_line(text.as_bytes()).is_ok(),
+        }
+    }
+
+    /// Sends a WebSocket ping; false for line streams (they probe with a protocol message).
+    pub(crate) fn ping(&mut self) -> bool {
+        match self {
+            Self::Ws(c) => c.ping(b"feedwire").is_ok(),
+            Self::Lines(_) => false,
+        }
+    }
+
+    /// Starts a WebSocket close handshake; false if there is none to start (line streams,
+    /// or not open).
+    pub(crate) fn close(&mut self, now: Instant) -> bool {
+        match self {
+            Self::Ws(c) => c.close(close_code::NORMAL, "", now).is_ok(),
+            Self::Lines(_) => false,
+        }
+    }
+
+    pub(crate) fn release_read_buffer(&mut self) -> bool {
+        match self {
+            Self::Ws(c) => c.release_read_buffer(),
+            Self::Lines(c) => c.release_read_buffer(),
+        }
+    }
+
+    pub(crate) fn next_event(&mut self) -> Option<ConnEvent> {
+        match self {
+            Self::Ws(c) => loop {
+                let event = match c.poll_event()? {
+                    Event::Opened(_) => ConnEvent::Opened,
+                    Event::Message(m) => ConnEvent::Message {
+                        payload: m.payload,
+                        binary: m.kind == MessageKind::Binary,
+                    },
+                    Event::Closed { by, frame } => ConnEvent::Closed {
+                        by,
+                        code: frame.code,
+                        reason: frame.reason,
+                    },
+                    Event::Failed(e) => ConnEvent::Ended(EndReason::WebSocket(e)),
+                    // Pings are answered by the engine; pongs and close starts need nothing.
+                    _ => continue,
+                };
+                return Some(event);
+            },
+            Self::Lines(c) => Some(match c.poll_event()? {
+                LineEvent::Line(payload) => ConnEvent::Message {
+                    payload,
+                    binary: false,
+                },
+                LineEvent::Failed(e) => ConnEvent::Ended(EndReason::Lines(e)),
+                _ => ConnEvent::Ended(EndReason::Eof),
+            }),
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! What a [`crate::Stream`] reports, and what it asks of its transport.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::endpoint::Endpoint;
+use crate::error::{Error, LineError};
+use crate::route::{RequestId, ResponseId};
+use crate::ws::CloseInitiator;
+
+/// Why a connection (or the whole stream) ended.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EndReason {
+    /// The transport could not connect (DNS, refused, TLS verification, …).
+    #[error("connect failed: {0}")]
+    ConnectFailed(String),
+    /// The transport failed after connecting (reset, write error, …).
+    #[error("transport error: {0}")]
+    Transport(String),
+    /// The WebSocket engine failed: handshake refused or invalid, protocol violation, end of
+    /// stream without a close handshake, close timeout.
+    #[error(transparent)]
+    WebSocket(#[from] Error),
+    /// The line stream failed or ended mid-line.
+    #[error(transparent)]
+    Lines(#[from] LineError),
+    /// The transport reached end of stream (line streams; WebSocket reports 1006).
+    #[error("connection closed by peer")]
+    Eof,
+    /// The peer closed the WebSocket.
+    #[error("closed by peer with code {code}")]
+    ClosedByPeer {
+        /// Close code.
+        code: u16,
+        /// Close reason.
+        reason: Bytes,
+    },
+    /// Not open within the connect timeout.
+    #[error("not open within the connect timeout")]
+    ConnectTimeout,
+    /// Open, but no data within the first-data timeout.
+    #[error("no data within the first-data timeout")]
+    FirstDataTimeout,
+    /// No bytes, and no answer to a probe, within the idle timeout.
+    #[error("stalled: no bytes within the idle timeout, probe unanswered")]
+    IdleTimeout,
+    /// The server announced it will shut the connection down (planned reconnect).
+    #[error("server announced shutdown")]
+    ServerShutdown,
+    /// The connection reached its maximum lifetime (planned reconnect).
+    #[error("connection lifetime reached")]
+    LifetimeReached,
+    /// A response configured as fatal (e.g. a refused subscription or authentication).
+    #[error("fatal response: {}", String::from_utf8_lossy(.0))]
+    FatalResponse(Bytes),
+    /// [`crate::Stream::crash`] was called.
+    #[error("crashed on request: {0}")]
+    UserCrash(String),
+    /// Reconnection gave up after this many attempts.
+    #[error("gave up after {attempts} attempts; last: {last}")]
+    GaveUp {
+        /// Consecutive failed attempts.
+        attempts: u32,
+        /// Why the last one ended.
+        last: Box<EndReason>,
+    },
+}
+
+/// Where a stream is.
+///
+/// ```text
+///            ┌────────────────────── reconnect policy allows ─────────────────────┐
+///            ▼                                                                     │
+///  ──▶ Connecting ──transport up──▶ Handshaking ──101──▶ Open ──stop()──▶ Closing ─┼─▶ Closed
+///      (TCP, TLS)                  (WebSocket only)      │                         │
+///            │                          │                ├─ peer close / error / ──┤
+///            └──── timeout / error ─────┴────────────────┤  stall / planned       │
+///                                                        │                         ▼
+///                         crash(reason), fatal response ─┴─────────────────────▶ Crashed
+/// ```
+/// `Reconnecting` waits out the backoff between an end and the next `Connecting`. `Closed`
+/// and `Crashed` are terminal: input is ignored, no reconnect follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamState {
+    /// Waiting for the transport (TCP, then TLS) to connect; `attempt` counts from 1.
+    Connecting {
+        /// Consecutive attempt.
+        attempt: u32,
+    },
+    /// WebSocket upgrade sent, waiting for 101.
+    Handshaking,
+    /// Data flows.
+    Open,
+    /// We sent Close (after `stop()` or for a planned reconnect) and wait for the peer's.
+    Closing,
+    /// Waiting until `at` to connect again.
+    Reconnecting {
+        /// Next attempt number.
+        attempt: u32,
+        /// When it starts.
+        at: Instant,
+    },
+    /// Ended by `stop()` (by `Local`) or by the peer with reconnection disabled.
+    Closed {
+        /// Who closed.
+        by: CloseInitiator,
+    },
+    /// Ended without a clean close and without reconnecting.
+    Crashed(EndReason),
+}
+
+impl StreamState {
+    /// `Closed` or `Crashed`.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::Closed { .. } | Self::Crashed(_))
+    }
+}
+
+/// What the transport should do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportCommand {
+    /// Open a connection (TCP, TLS when `endpoint.scheme.is_tls()`), then call
+    /// [`crate::Stream::handle_connected`] or [`crate::Stream::handle_connect_failed`].
+    Connect(Endpoint),
+    /// Drop the current connection now (after writing what `poll_transmit` already gave).
+    Disconnect,
+}
+
+/// A request the stream made on the application's behalf, or the application's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequestKind {
+    /// SUBSCRIBE (Binance) for these streams.
+    Subscribe(Vec<String>),
+    /// UNSUBSCRIBE (Binance) for these streams.
+    Unsubscribe(Vec<String>),
+    /// LIST_SUBSCRIPTIONS (Binance).
+    ListSubscriptions,
+    /// An application request (Binance WebSocket API), with the method name.
+    Request(String),
+    /// Betfair authentication.
+    Authentication,
+    /// Betfair market subscription.
+    MarketSubscription,
+    /// Betfair order subscription.
+    OrderSubscription,
+    /// A heartbeat probe (Betfair `heartbeat` op).
+    Heartbeat,
+}
+
+/// An event from [`crate::Stream::poll_event`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// Connecting (attempt counts from 1).
+    Connecting {
+        /// Consecutive attempt.
+        attempt: u32,
+    },
+    /// The stream is open: data may flow, subscriptions are being (re)sent.
+    Opened {
+        /// True after a reconnect.
+        reconnected: bool,
+    },
+    /// A data message.
+    Data {
+        /// The payload (zero-copy).
+        payload: Bytes,
+        /// A protocol heartbeat (Betfair `"ct":"HEARTBEAT"`).
+        heartbeat: bool,
+    },
+    /// The response to one of our requests.
+    Response {
+        /// Id the request was sent with.
+        id: RequestId,
+        /// What the request was.
+        kind: RequestKind,
+        /// The response (zero-copy).
+        payload: Bytes,
+        /// It reports an error.
+        is_error: bool,
+    },
+    /// A response that matches no pending request.
+    UnsolicitedResponse {
+        /// Its id, if any.
+        id: Option<ResponseId>,
+        /// The response.
+        payload: Bytes,
+        /// It reports an error.
+        is_error: bool,
+    },
+    /// A request got no response in time; reported exactly once.
+    RequestTimedOut {
+        /// Id it was sent with.
+        id: RequestId,
+        /// What it was.
+        kind: RequestKind,
+    },
+    /// The server confirmed these subscriptions.
+    Subscribed {
+        /// Streams (Binance) or the subscription op (Betfair).
+        streams: Vec<String>,
+        /// The request id.
+        id: RequestId,
+    },
+    /// The server confirmed these unsubscriptions.
+    Unsubscribed {
+        /// Streams.
+        streams: Vec<String>,
+        /// The request id.
+        id: RequestId,
+    },
+    /// Betfair authentication succeeded.
+    Authenticated,
+    /// After a reconnect, every subscription was re-sent (`count` requests).
+    Resubscribed {
+        /// Subscription requests sent.
+        count: usize,
+    },
+    /// The connection ended; another attempt follows after `delay`.
+    Reconnecting {
+        /// Number of the connection attempt that follows (the first connection was 1).
+        attempt: u32,
+        /// Backoff before it.
+        delay: Duration,
+        /// Why the connection ended.
+        reason: EndReason,
+        /// Planned (server shutdown notice, lifetime) rather than a failure.
+        planned: bool,
+    },
+    /// Terminal: closed cleanly.
+    Closed {
+        /// Who closed.
+        by: CloseInitiator,
+        /// WebSocket close code (1000 for a line stream we ended).
+        code: u16,
+    },
+    /// Terminal: crashed.
+    Crashed(EndReason),
+}

@@ -1,0 +1,1015 @@
+//! [`Stream`]: one market-data stream through its whole life — connect, handshake,
+//! subscribe, deliver, detect stalls, reconnect and resubscribe, stop or crash.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::backoff::reconnect_delay;
+use super::config::{Profile, StreamConfig};
+use super::connection::{ConnEvent, Connection};
+use super::event::{EndReason, RequestKind, StreamEvent, StreamState, TransportCommand};
+use super::profile::{self, BetfairSubscription, Clocks, Template};
+use super::stats::{Stats, StatsHandle};
+use super::timers::{Timer, TimerTable};
+use crate::endpoint::Endpoint;
+use crate::error::{ConfigError, StreamError};
+use crate::rng::{MaskRng, Seed};
+use crate::route::{RequestId, Routed, Router};
+use crate::ws::CloseInitiator;
+
+/// Streams per SUBSCRIBE message when (re)subscribing many at once.
+const STREAMS_PER_REQUEST: usize = 200;
+
+/// A control message waiting for the pacing budget.
+#[derive(Debug)]
+struct Outgoing {
+    kind: RequestKind,
+    template: Template,
+}
+
+/// One market-data stream, sans-IO. It asks its transport to connect and disconnect
+/// ([`poll_transport`](Self::poll_transport)), and otherwise follows the calling contract of
+/// [`crate::WebSocketClient`]: after every `handle_*` or command, drain `poll_transport`,
+/// `poll_transmit` and `poll_event`, then wait for input or until `poll_timeout`.
+///
+/// `stop()` and `crash()` act within the call: the transport learns of it from
+/// `poll_transport`/`poll_transmit` right after, so an adapter that wakes its loop on a
+/// command gets the Close frame out (or the socket dropped) at once, even on an idle stream.
+/// Events already queued (complete messages received before the stop) are still delivered,
+/// then the end event.
+#[derive(Debug)]
+pub struct Stream {
+    config: StreamConfig,
+    endpoint: Endpoint,
+    state: StreamState,
+    conn: Option<Connection>,
+    router: Router<RequestKind>,
+    rng: MaskRng,
+    timers: TimerTable,
+    events: VecDeque<StreamEvent>,
+    transport: VecDeque<TransportCommand>,
+    /// Consecutive attempts that did not stay healthy.
+    attempt: u32,
+    opened_at: Option<Instant>,
+    ever_opened: bool,
+    /// The current session followed an earlier open one.
+    session_is_reconnect: bool,
+    /// A probe is out and unanswered.
+    probing: bool,
+    /// Data arrived on the current connection.
+    got_data: bool,
+    /// Why the current connection is being closed on purpose (planned reconnect).
+    planned: Option<EndReason>,
+    stop_requested: bool,
+    /// Binance streams the application wants.
+    streams: BTreeSet<String>,
+    market_sub: Option<BetfairSubscription>,
+    order_sub: Option<BetfairSubscription>,
+    market_clocks: Clocks,
+    order_clocks: Clocks,
+    outbox: VecDeque<Outgoing>,
+    /// Send times of the last `control_rate` paced messages.
+    paced: VecDeque<Instant>,
+    stats: Stats,
+}
+
+impl Stream {
+    /// A stream to `config.url`; the first [`TransportCommand::Connect`] is queued.
+    pub fn new(config: StreamConfig, seed: Seed, now: Instant) -> Result<Self, ConfigError> {
+        let endpoint = Endpoint::parse(&config.url)?;
+        config.ws.validate()?;
+        if let Profile::Betfair(auth) = &config.profile {
+            if !profile::is_plain_json_string(&auth.app_key)
+                || !profile::is_plain_json_string(&auth.session)
+            {
+                return Err(ConfigError::InvalidCredential);
+            }
+        }
+        let mut rng = MaskRng::from_seed(seed);
+        let mut router_seed = [0u8; 32];
+        rng.fill(&mut router_seed);
+        let mut s = Self {
+            router: Router::new(config.router.clone(), router_seed),
+            config,
+            endpoint,
+            state: StreamState::Connecting { attempt: 1 },
+            conn: None,
+            rng,
+            timers: TimerTable::default(),
+            events: VecDeque::new(),
+            transport: VecDeque::new(),
+            attempt: 1,
+            opened_at: None,
+            ever_opened: false,
+            session_is_reconnect: false,
+            probing: false,
+            got_data: false,
+            planned: None,
+            stop_requested: false,
+            streams: BTreeSet::new(),
+            market_sub: None,
+            order_sub: None,
+            market_clocks: Clocks::default(),
+            order_clocks: Clocks::default(),
+            outbox: VecDeque::new(),
+            paced: VecDeque::new(),
+            stats: Stats::new(now),
+        };
+        s.start_connecting(now);
+        s.publish(now);
+        Ok(s)
+    }
+
+    // ----- getters -----
+
+    /// The current state.
+    pub fn state(&self) -> &StreamState {
+        &self.state
+    }
+
+    /// Where it connects.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// The Binance streams currently wanted (sent, or to be sent on the next connection).
+    pub fn subscriptions(&self) -> impl Iterator<Item = &str> {
+        self.streams.iter().map(String::as_str)
+    }
+
+    /// A `Send + Sync` handle reading consistent statistics from any thread.
+    pub fn stats_handle(&self) -> StatsHandle {
+        self.stats.handle()
+    }
+
+    /// Whether there is a live connection to read from.
+    pub fn is_connected(&self) -> bool {
+        self.conn.is_some()
+    }
+
+    // ----- input -----
+
+    /// Space for the next read from the connection.
+    ///
+    /// # Panics
+    /// If there is no connection (the transport must only read between
+    /// [`handle_connected`](Self::handle_connected) and a `Disconnect`).
+    pub fn read_buf(&mut self) -> &mut [u8] {
+        self.conn
+            .as_mut()
+            .expect("read_buf is only called while a connection is up")
+            .read_buf()
+    }
+
+    /// The transport connected (TCP, and TLS for `wss`/`tls`).
+    pub fn handle_connected(&mut self, now: Instant) {
+        if !matches!(self.state, StreamState::Connecting { .. }) {
+            return;
+        }
+        tracing::debug!(host = %self.endpoint.host, port = self.endpoint.port, "stream transport connected");
+        if self.endpoint.scheme.is_websocket() {
+            let mut ws = self.config.ws.clone();
+            ws.close_timeout = self.config.timeouts.close;
+            let mut seed = [0u8; 32];
+            self.rng.fill(&mut seed);
+            match Connection::websocket(&self.config.url, ws, seed) {
+                Ok(c) => self.conn = Some(c),
+                Err(e) => return self.end_connection(EndReason::ConnectFailed(e.to_string()), now),
+            }
+        } else {
+            self.conn = Some(Connection::lines(
+                self.config.delimiter,
+                self.config.ws.max_read_size,
+                self.config.max_line,
+            ));
+        }
+        self.state = StreamState::Handshaking;
+        if !self.endpoint.scheme.is_websocket()
+            && !matches!(self.config.profile, Profile::Betfair(_))
+        {
+            self.on_open(now);
+        }
+        self.publish(now);
+    }
+
+    /// The transport could not connect.
+    pub fn handle_connect_failed(&mut self, reason: &str, now: Instant) {
+        if matches!(self.state, StreamState::Connecting { .. }) {
+            self.end_connection(EndReason::ConnectFailed(reason.to_owned()), now);
+            self.publish(now);
+        }
+    }
+
+    /// The transport failed after connecting.
+    pub fn handle_transport_error(&mut self, reason: &str, now: Instant) {
+        if self.conn.is_some() {
+            self.end_connection(EndReason::Transport(reason.to_owned()), now);
+            self.publish(now);
+        }
+    }
+
+    /// The transport wrote `n` bytes into [`read_buf`](Self::read_buf).
+    pub fn handle_read(&mut self, n: usize, now: Instant) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        conn.handle_read(n);
+        self.stats.current.last_receive = Some(now);
+        self.probing = false;
+        if let Some(idle) = self.config.timeouts.idle {
+            if matches!(self.state, StreamState::Open) {
+                self.timers.set(Timer::Idle, now + idle);
+            }
+        }
+        self.drain_connection(now);
+        self.publish(now);
+    }
+
+    /// The transport reached end of stream.
+    pub fn handle_eof(&mut self, now: Instant) {
+        if let Some(conn) = self.conn.as_mut() {
+            conn.handle_eof();
+            self.drain_connection(now);
+            if self.conn.is_some() {
+                // The engine ended without an event (already terminal): end here.
+                self.end_connection(EndReason::Eof, now);
+            }
+            self.publish(now);
+        }
+    }
+
+    /// Acts on every deadline that passed by `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(conn) = self.conn.as_mut() {
+            conn.handle_timeout(now);
+            self.drain_connection(now);
+        }
+        self.router.handle_timeout(now);
+        while let Some(t) = self.router.poll_timed_out() {
+            self.events.push_back(StreamEvent::RequestTimedOut {
+                id: t.id,
+                kind: t.tag,
+            });
+        }
+        let due: Vec<Timer> = self.timers.take_expired(now).collect();
+        for timer in due {
+            self.on_timer(timer, now);
+        }
+        self.publish(now);
+    }
+
+    // ----- commands -----
+
+    /// Graceful stop: WebSocket Close (then wait for the peer up to the close timeout), or
+    /// the end of a line session. Ends as `Closed { by: Local }`; no reconnect follows.
+    pub fn stop(&mut self, now: Instant) {
+        if self.state.is_terminal() || self.stop_requested {
+            return;
+        }
+        self.stop_requested = true;
+        tracing::info!(host = %self.endpoint.host, "stream stop requested");
+        self.timers.clear();
+        self.outbox.clear();
+        let closing = matches!(self.state, StreamState::Open)
+            && self.conn.as_mut().is_some_and(|c| c.close(now));
+        if closing {
+            self.state = StreamState::Closing;
+        } else {
+            self.finish(
+                StreamState::Closed {
+                    by: CloseInitiator::Local,
+                },
+                now,
+            );
+        }
+        self.publish(now);
+    }
+
+    /// Immediate end: no close handshake, the transport drops the connection now. Ends as
+    /// `Crashed(UserCrash(reason))`; no reconnect follows.
+    pub fn crash(&mut self, reason: &str, now: Instant) {
+        if self.state.is_terminal() {
+            return;
+        }
+        tracing::warn!(host = %self.endpoint.host, reason, "stream crash requested");
+        self.finish(
+            StreamState::Crashed(EndReason::UserCrash(reason.to_owned())),
+            now,
+        );
+        self.publish(now);
+    }
+
+    /// Subscribes to Binance streams (e.g. `btcusdt@aggTrade`). Sent now if open (paced),
+    /// otherwise on the next connection.
+    pub fn subscribe(&mut self, streams: &[&str], now: Instant) -> Result<(), StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::BinanceStream))?;
+        if let Some(bad) = streams.iter().find(|s| !profile::is_plain_json_string(s)) {
+            return Err(StreamError::InvalidStreamName((*bad).to_owned()));
+        }
+        let new: Vec<String> = streams
+            .iter()
+            .filter(|s| !self.streams.contains(**s))
+            .map(|s| (*s).to_owned())
+            .collect();
+        if self.streams.len() + new.len() > self.config.max_streams {
+            return Err(StreamError::TooManyStreams {
+                max: self.config.max_streams,
+            });
+        }
+        if new.is_empty() {
+            return Ok(());
+        }
+        self.streams.extend(new.iter().cloned());
+        self.stats.current.subscriptions = self.streams.len() as u64;
+        if matches!(self.state, StreamState::Open) {
+            self.arm_first_data(now);
+            for chunk in new.chunks(STREAMS_PER_REQUEST) {
+                let template = profile::binance_method("SUBSCRIBE", chunk);
+                self.queue_control(RequestKind::Subscribe(chunk.to_vec()), template, now);
+            }
+        }
+        self.publish(now);
+        Ok(())
+    }
+
+    /// Unsubscribes Binance streams; a stream not subscribed is an error and nothing is sent.
+    pub fn unsubscribe(&mut self, streams: &[&str], now: Instant) -> Result<(), StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::BinanceStream))?;
+        if let Some(missing) = streams.iter().find(|s| !self.streams.contains(**s)) {
+            return Err(StreamError::NotSubscribed((*missing).to_owned()));
+        }
+        let gone: Vec<String> = streams.iter().map(|s| (*s).to_owned()).collect();
+        for s in &gone {
+            self.streams.remove(s);
+        }
+        self.stats.current.subscriptions = self.streams.len() as u64;
+        if matches!(self.state, StreamState::Open) {
+            for chunk in gone.chunks(STREAMS_PER_REQUEST) {
+                let template = profile::binance_method("UNSUBSCRIBE", chunk);
+                self.queue_control(RequestKind::Unsubscribe(chunk.to_vec()), template, now);
+            }
+        }
+        self.publish(now);
+        Ok(())
+    }
+
+    /// Asks a Binance stream endpoint for its subscriptions; the answer arrives as
+    /// [`StreamEvent::Response`].
+    pub fn list_subscriptions(&mut self, now: Instant) -> Result<(), StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::BinanceStream))?;
+        self.check_open()?;
+        self.queue_control(
+            RequestKind::ListSubscriptions,
+            profile::binance_method("LIST_SUBSCRIPTIONS", &[]),
+            now,
+        );
+        Ok(())
+    }
+
+    /// Sends a Binance WebSocket API request; `params_json` is a JSON value (or none). The
+    /// answer arrives as [`StreamEvent::Response`] with the returned id.
+    pub fn request(
+        &mut self,
+        method: &str,
+        params_json: Option<&str>,
+        now: Instant,
+    ) -> Result<RequestId, StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::BinanceWsApi))?;
+        self.check_open()?;
+        if !profile::is_plain_json_string(method) {
+            return Err(StreamError::InvalidStreamName(method.to_owned()));
+        }
+        let template = profile::binance_api_request(method, params_json);
+        self.send_request(RequestKind::Request(method.to_owned()), &template, now)
+    }
+
+    /// Sets the Betfair market subscription (replacing any previous one); sent now if
+    /// authenticated, and again on every reconnect, resuming from the latest `clk`.
+    pub fn subscribe_markets(
+        &mut self,
+        sub: BetfairSubscription,
+        now: Instant,
+    ) -> Result<(), StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
+        self.market_clocks = Clocks::default();
+        let open = matches!(self.state, StreamState::Open);
+        self.market_sub = Some(sub);
+        self.stats.current.subscriptions = self.betfair_subscriptions() as u64;
+        if open {
+            self.arm_first_data(now);
+            self.send_market_subscription(now)?;
+        }
+        Ok(())
+    }
+
+    /// Sets the Betfair order subscription; see [`subscribe_markets`](Self::subscribe_markets).
+    pub fn subscribe_orders(
+        &mut self,
+        sub: BetfairSubscription,
+        now: Instant,
+    ) -> Result<(), StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
+        self.order_clocks = Clocks::default();
+        let open = matches!(self.state, StreamState::Open);
+        self.order_sub = Some(sub);
+        self.stats.current.subscriptions = self.betfair_subscriptions() as u64;
+        if open {
+            self.arm_first_data(now);
+            self.send_order_subscription(now)?;
+        }
+        Ok(())
+    }
+
+    /// Sends an application text message (or line) as is.
+    pub fn send_text(&mut self, text: &str) -> Result<(), StreamError> {
+        self.check_open()?;
+        let conn = self.conn.as_mut().ok_or(StreamError::NotOpen)?;
+        if !conn.send_text(text) {
+            return Err(StreamError::NotOpen);
+        }
+        self.stats.sent(text.len());
+        Ok(())
+    }
+
+    /// Frees the connection's read buffer if nothing partial is buffered (for transports
+    /// holding many quiet streams).
+    pub fn release_read_buffer(&mut self) -> bool {
+        self.conn
+            .as_mut()
+            .is_some_and(Connection::release_read_buffer)
+    }
+
+    // ----- output -----
+
+    /// What the transport must do next.
+    #[must_use]
+    pub fn poll_transport(&mut self) -> Option<TransportCommand> {
+        self.transport.pop_front()
+    }
+
+    /// The next chunk of bytes to write, in order.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Bytes> {
+        let chunk = self.conn.as_mut()?.poll_transmit();
+        if chunk.is_none() && self.conn.as_ref().is_some_and(Connection::is_finished) {
+            // Everything the ended engine queued (e.g. a Close echo) is out: drop it.
+            self.conn = None;
+            self.transport.push_back(TransportCommand::Disconnect);
+        }
+        chunk
+    }
+
+    /// The next event.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<StreamEvent> {
+        self.events.pop_front()
+    }
+
+    /// The earliest deadline at which [`handle_timeout`](Self::handle_timeout) must run.
+    #[must_use]
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        let conn = self.conn.as_ref().and_then(Connection::poll_timeout);
+        [self.timers.next(), self.router.poll_timeout(), conn]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    // ----- internals -----
+
+    fn check_profile(&self, ok: bool) -> Result<(), StreamError> {
+        if self.state.is_terminal() {
+            return Err(StreamError::Ended);
+        }
+        if ok {
+            Ok(())
+        } else {
+            Err(StreamError::NotSupported)
+        }
+    }
+
+    fn check_open(&self) -> Result<(), StreamError> {
+        match self.state {
+            StreamState::Open => Ok(()),
+            _ if self.state.is_terminal() => Err(StreamError::Ended),
+            _ => Err(StreamError::NotOpen),
+        }
+    }
+
+    fn betfair_subscriptions(&self) -> usize {
+        usize::from(self.market_sub.is_some()) + usize::from(self.order_sub.is_some())
+    }
+
+    fn state_code(&self) -> u8 {
+        match self.state {
+            StreamState::Connecting { .. } => 0,
+            StreamState::Handshaking => 1,
+            StreamState::Open => 2,
+            StreamState::Closing => 3,
+            StreamState::Reconnecting { .. } => 4,
+            StreamState::Closed { .. } => 5,
+            StreamState::Crashed(_) => 6,
+        }
+    }
+
+    fn publish(&mut self, now: Instant) {
+        let code = self.state_code();
+        self.stats.publish(now, code);
+    }
+
+    fn start_connecting(&mut self, now: Instant) {
+        self.state = StreamState::Connecting {
+            attempt: self.attempt,
+        };
+        tracing::info!(host = %self.endpoint.host, port = self.endpoint.port, attempt = self.attempt, "stream connecting");
+        self.events.push_back(StreamEvent::Connecting {
+            attempt: self.attempt,
+        });
+        self.transport
+            .push_back(TransportCommand::Connect(self.endpoint.clone()));
+        self.timers
+            .set(Timer::Connect, now + self.config.timeouts.connect);
+    }
+
+    fn on_open(&mut self, now: Instant) {
+        self.state = StreamState::Open;
+        self.opened_at = Some(now);
+        self.got_data = false;
+        self.probing = false;
+        let t = &self.config.timeouts;
+        self.timers.stop(Timer::Connect);
+        if let Some(idle) = t.idle {
+            self.timers.set(Timer::Idle, now + idle);
+        }
+        if let Some(k) = t.keepalive {
+            self.timers.set(Timer::Keepalive, now + k);
+        }
+        if let Some(l) = t.max_lifetime {
+            self.timers.set(Timer::Lifetime, now + l);
+        }
+        let reconnected = self.ever_opened;
+        self.ever_opened = true;
+        self.session_is_reconnect = reconnected;
+        tracing::info!(host = %self.endpoint.host, reconnected, "stream open");
+        self.events.push_back(StreamEvent::Opened { reconnected });
+        match self.config.profile.clone() {
+            Profile::BinanceStream => {
+                let streams: Vec<String> = self.streams.iter().cloned().collect();
+                let mut count = 0;
+                for chunk in streams.chunks(STREAMS_PER_REQUEST) {
+                    let template = profile::binance_method("SUBSCRIBE", chunk);
+                    self.queue_control(RequestKind::Subscribe(chunk.to_vec()), template, now);
+                    count += 1;
+                }
+                if reconnected && count > 0 {
+                    self.events.push_back(StreamEvent::Resubscribed { count });
+                }
+                if !self.streams.is_empty() || self.endpoint.resource.contains('@') {
+                    self.arm_first_data(now);
+                }
+            }
+            Profile::Betfair(auth) => {
+                let template = profile::betfair_authentication(&auth);
+                // The id table is bounded; a full table here is a broken invariant of ours
+                // only if the application filled it, so report it as a crash reason.
+                if let Err(e) = self.send_request(RequestKind::Authentication, &template, now) {
+                    self.finish(
+                        StreamState::Crashed(EndReason::Transport(e.to_string())),
+                        now,
+                    );
+                }
+            }
+            Profile::BinanceWsApi => {}
+        }
+    }
+
+    fn arm_first_data(&mut self, now: Instant) {
+        if let (Some(fd), false) = (self.config.timeouts.first_data, self.got_data) {
+            if self.timers.get(Timer::FirstData).is_none() {
+                self.timers.set(Timer::FirstData, now + fd);
+            }
+        }
+    }
+
+    /// Queues a control message subject to pacing, or sends it now.
+    fn queue_control(&mut self, kind: RequestKind, template: Template, now: Instant) {
+        self.outbox.push_back(Outgoing { kind, template });
+        self.flush_outbox(now);
+    }
+
+    fn flush_outbox(&mut self, now: Instant) {
+        while !self.outbox.is_empty() {
+            if let Some(rate) = self.config.control_rate {
+                while self
+                    .paced
+                    .front()
+                    .is_some_and(|t| now.saturating_duration_since(*t).as_secs_f64() >= 1.0)
+                {
+                    self.paced.pop_front();
+                }
+                if self.paced.len() >= rate.max(1) as usize {
+                    let oldest = *self.paced.front().expect("non-empty: len >= rate >= 1");
+                    self.timers
+                        .set(Timer::Pace, oldest + std::time::Duration::from_secs(1));
+                    return;
+                }
+                self.paced.push_back(now);
+            }
+            let out = self.outbox.pop_front().expect("checked non-empty");
+            if let Err(e) = self.send_request(out.kind, &out.template, now) {
+                tracing::warn!(error = %e, "control message dropped");
+            }
+        }
+    }
+
+    fn send_request(
+        &mut self,
+        kind: RequestKind,
+        template: &Template,
+        now: Instant,
+    ) -> Result<RequestId, StreamError> {
+        let conn = self.conn.as_mut().ok_or(StreamError::NotOpen)?;
+        let (id, handle) = self
+            .router
+            .register(kind, now)
+            .map_err(StreamError::Correlation)?;
+        let text = template.render(&id);
+        if !conn.send_text(&text) {
+            self.router.cancel(handle);
+            return Err(StreamError::NotOpen);
+        }
+        self.stats.sent(text.len());
+        Ok(id)
+    }
+
+    fn send_market_subscription(&mut self, now: Instant) -> Result<(), StreamError> {
+        if let Some(sub) = &self.market_sub {
+            let t = profile::betfair_subscription(
+                "marketSubscription",
+                "marketFilter",
+                sub,
+                &self.market_clocks,
+            );
+            self.send_request(RequestKind::MarketSubscription, &t, now)?;
+        }
+        Ok(())
+    }
+
+    fn send_order_subscription(&mut self, now: Instant) -> Result<(), StreamError> {
+        if let Some(sub) = &self.order_sub {
+            let t = profile::betfair_subscription(
+                "orderSubscription",
+                "orderFilter",
+                sub,
+                &self.order_clocks,
+            );
+            self.send_request(RequestKind::OrderSubscription, &t, now)?;
+        }
+        Ok(())
+    }
+
+    fn drain_connection(&mut self, now: Instant) {
+        while let Some(event) = self.conn.as_mut().and_then(Connection::next_event) {
+            match event {
+                ConnEvent::Opened => self.on_open(now),
+                ConnEvent::Message { payload, binary } => self.on_message(payload, binary, now),
+                ConnEvent::Closed { by, code, reason } => self.on_closed(by, code, reason, now),
+                ConnEvent::Ended(reason) => self.end_connection(reason, now),
+            }
+            if self.state.is_terminal() {
+                return;
+            }
+        }
+    }
+
+    fn on_message(&mut self, payload: Bytes, binary: bool, now: Instant) {
+        self.stats.received(payload.len());
+        let routed = if binary {
+            self.router.route_binary(payload)
+        } else {
+            self.router.route(payload)
+        };
+        match routed {
+            Routed::Data {
+                payload,
+                heartbeat,
+                shutdown,
+                extracted,
+            } => {
+                if !self.got_data {
+                    self.got_data = true;
+                    self.timers.stop(Timer::FirstData);
+                }
+                if let [Some(op), initial, clk] = extracted {
+                    let clocks = match &op[..] {
+                        b"mcm" => Some(&mut self.market_clocks),
+                        b"ocm" => Some(&mut self.order_clocks),
+                        _ => None,
+                    };
+                    if let Some(c) = clocks {
+                        if let Some(i) = initial {
+                            c.initial_clk = Some(String::from_utf8_lossy(&i).into_owned());
+                        }
+                        if let Some(k) = clk {
+                            c.clk = Some(String::from_utf8_lossy(&k).into_owned());
+                        }
+                    }
+                }
+                self.events
+                    .push_back(StreamEvent::Data { payload, heartbeat });
+                if shutdown {
+                    self.planned_reconnect(EndReason::ServerShutdown, now);
+                }
+            }
+            Routed::Answer {
+                payload,
+                id,
+                tag,
+                is_error,
+                ..
+            } => {
+                self.stats.current.responses += 1;
+                self.on_answer(id, tag, payload, is_error, now);
+            }
+            Routed::Unsolicited {
+                payload,
+                id,
+                is_error,
+            } => {
+                self.stats.current.responses += 1;
+                let betfair_greeting = matches!(self.config.profile, Profile::Betfair(_))
+                    && matches!(self.state, StreamState::Handshaking)
+                    && id.is_none();
+                if betfair_greeting {
+                    self.on_open(now);
+                } else {
+                    self.events.push_back(StreamEvent::UnsolicitedResponse {
+                        id,
+                        payload,
+                        is_error,
+                    });
+                }
+            }
+        }
+    }
+
+    fn on_answer(
+        &mut self,
+        id: RequestId,
+        kind: RequestKind,
+        payload: Bytes,
+        is_error: bool,
+        now: Instant,
+    ) {
+        let subscription = matches!(
+            kind,
+            RequestKind::Subscribe(_)
+                | RequestKind::Unsubscribe(_)
+                | RequestKind::MarketSubscription
+                | RequestKind::OrderSubscription
+        );
+        let fatal = is_error
+            && ((subscription && self.config.crash_on_error_response)
+                || kind == RequestKind::Authentication);
+        if fatal {
+            return self.finish(StreamState::Crashed(EndReason::FatalResponse(payload)), now);
+        }
+        let event = match (kind, is_error) {
+            (RequestKind::Authentication, false) => {
+                self.events.push_back(StreamEvent::Authenticated);
+                let before = self.stats.current.messages_sent;
+                let _ = self.send_market_subscription(now);
+                let _ = self.send_order_subscription(now);
+                let count = (self.stats.current.messages_sent - before) as usize;
+                if self.session_is_reconnect && count > 0 {
+                    self.events.push_back(StreamEvent::Resubscribed { count });
+                }
+                if count > 0 {
+                    self.arm_first_data(now);
+                }
+                return;
+            }
+            (RequestKind::Heartbeat, _) => return,
+            (RequestKind::Subscribe(streams), false) => StreamEvent::Subscribed { streams, id },
+            (RequestKind::Unsubscribe(streams), false) => StreamEvent::Unsubscribed { streams, id },
+            (RequestKind::MarketSubscription, false) => StreamEvent::Subscribed {
+                streams: vec!["marketSubscription".to_owned()],
+                id,
+            },
+            (RequestKind::OrderSubscription, false) => StreamEvent::Subscribed {
+                streams: vec!["orderSubscription".to_owned()],
+                id,
+            },
+            (kind, is_error) => StreamEvent::Response {
+                id,
+                kind,
+                payload,
+                is_error,
+            },
+        };
+        self.events.push_back(event);
+    }
+
+    fn on_closed(&mut self, by: CloseInitiator, code: u16, reason: Bytes, now: Instant) {
+        match by {
+            CloseInitiator::Remote => {
+                self.end_connection(EndReason::ClosedByPeer { code, reason }, now)
+            }
+            CloseInitiator::Local => {
+                let reason = self
+                    .planned
+                    .clone()
+                    .unwrap_or(EndReason::ClosedByPeer { code, reason });
+                self.end_connection(reason, now);
+            }
+        }
+    }
+
+    fn on_timer(&mut self, timer: Timer, now: Instant) {
+        if self.state.is_terminal() {
+            return;
+        }
+        match timer {
+            Timer::Connect => {
+                if matches!(
+                    self.state,
+                    StreamState::Connecting { .. } | StreamState::Handshaking
+                ) {
+                    self.end_connection(EndReason::ConnectTimeout, now);
+                }
+            }
+            Timer::FirstData => {
+                if !self.got_data && matches!(self.state, StreamState::Open) {
+                    self.end_connection(EndReason::FirstDataTimeout, now);
+                }
+            }
+            Timer::Idle => {
+                if !matches!(self.state, StreamState::Open) {
+                    return;
+                }
+                if self.probing {
+                    return self.end_connection(EndReason::IdleTimeout, now);
+                }
+                self.probe(now);
+                self.probing = true;
+                if let Some(idle) = self.config.timeouts.idle {
+                    self.timers.set(Timer::Idle, now + idle);
+                }
+            }
+            Timer::Keepalive => {
+                if matches!(self.state, StreamState::Open) {
+                    self.probe(now);
+                    if let Some(k) = self.config.timeouts.keepalive {
+                        self.timers.set(Timer::Keepalive, now + k);
+                    }
+                }
+            }
+            Timer::Reconnect => {
+                if matches!(self.state, StreamState::Reconnecting { .. }) {
+                    self.start_connecting(now);
+                }
+            }
+            Timer::Pace => self.flush_outbox(now),
+            Timer::Lifetime => self.planned_reconnect(EndReason::LifetimeReached, now),
+        }
+    }
+
+    fn probe(&mut self, now: Instant) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        if !conn.ping() && matches!(self.config.profile, Profile::Betfair(_)) {
+            let _ = self.send_request(RequestKind::Heartbeat, &profile::betfair_heartbeat(), now);
+        }
+    }
+
+    /// Ends the current connection on purpose and connects again at once.
+    fn planned_reconnect(&mut self, reason: EndReason, now: Instant) {
+        if !matches!(self.state, StreamState::Open) || self.planned.is_some() {
+            return;
+        }
+        tracing::info!(host = %self.endpoint.host, %reason, "planned reconnect");
+        self.planned = Some(reason.clone());
+        if self.conn.as_mut().is_some_and(|c| c.close(now)) {
+            self.state = StreamState::Closing;
+            self.timers.clear();
+        } else {
+            self.end_connection(reason, now);
+        }
+    }
+
+    /// The current connection is over: reconnect, or end the stream.
+    fn end_connection(&mut self, reason: EndReason, now: Instant) {
+        if self.state.is_terminal() {
+            return;
+        }
+        if self.stop_requested {
+            return self.finish(
+                StreamState::Closed {
+                    by: CloseInitiator::Local,
+                },
+                now,
+            );
+        }
+        let planned = self.planned.take().is_some();
+        if self.conn.take().is_some() || matches!(self.state, StreamState::Connecting { .. }) {
+            self.transport.push_back(TransportCommand::Disconnect);
+        }
+        self.timers.clear();
+        self.outbox.clear();
+        self.paced.clear();
+        let healthy = self.opened_at.is_some_and(|t| {
+            now.saturating_duration_since(t) >= self.config.reconnect.healthy_after
+        });
+        self.opened_at = None;
+        let fatal = matches!(
+            reason,
+            EndReason::FatalResponse(_) | EndReason::UserCrash(_)
+        );
+        if !self.config.reconnect.enabled || fatal {
+            let end = match reason {
+                EndReason::ClosedByPeer { code, .. } if !fatal => {
+                    self.events.push_back(StreamEvent::Closed {
+                        by: CloseInitiator::Remote,
+                        code,
+                    });
+                    StreamState::Closed {
+                        by: CloseInitiator::Remote,
+                    }
+                }
+                other => StreamState::Crashed(other),
+            };
+            return self.finish(end, now);
+        }
+        // `attempt` numbers connection attempts: 1 for the first; a planned reconnect starts
+        // the count afresh, a healthy connection makes the next retry a first retry.
+        if planned {
+            self.attempt = 0;
+        } else if healthy {
+            self.attempt = 1;
+        }
+        self.attempt += 1;
+        let retry = self.attempt - 1;
+        if let Some(max) = self.config.reconnect.max_attempts {
+            if retry > max {
+                let gave_up = EndReason::GaveUp {
+                    attempts: max,
+                    last: Box::new(reason),
+                };
+                return self.finish(StreamState::Crashed(gave_up), now);
+            }
+        }
+        let delay = if planned {
+            std::time::Duration::ZERO
+        } else {
+            let random = u32::from_ne_bytes(self.rng.mask_key());
+            reconnect_delay(&self.config.reconnect, retry, random)
+        };
+        self.stats.current.reconnects += 1;
+        tracing::info!(host = %self.endpoint.host, %reason, attempt = self.attempt, ?delay, "stream reconnecting");
+        self.events.push_back(StreamEvent::Reconnecting {
+            attempt: self.attempt,
+            delay,
+            reason,
+            planned,
+        });
+        let at = now + delay;
+        self.state = StreamState::Reconnecting {
+            attempt: self.attempt,
+            at,
+        };
+        if planned {
+            self.start_connecting(now);
+        } else {
+            self.timers.set(Timer::Reconnect, at);
+        }
+    }
+
+    /// Enters a terminal state: drops the connection and reports the end once.
+    fn finish(&mut self, end: StreamState, _now: Instant) {
+        if self.conn.take().is_some() || matches!(self.state, StreamState::Connecting { .. }) {
+            self.transport.push_back(TransportCommand::Disconnect);
+        }
+        self.timers.clear();
+        self.outbox.clear();
+        match &end {
+            StreamState::Closed { by } => {
+                if !matches!(self.events.back(), Some(StreamEvent::Closed { .. })) {
+                    self.events.push_back(StreamEvent::Closed {
+                        by: *by,
+                        code: 1000,
+                    });
+                }
+                tracing::info!(host = %self.endpoint.host, ?by, "stream closed");
+            }
+            StreamState::Crashed(reason) => {
+                tracing::warn!(host = %self.endpoint.host, %reason, "stream crashed");
+                self.events.push_back(StreamEvent::Crashed(reason.clone()));
+            }
+            _ => unreachable!("finish is only called with a terminal state"),
+        }
+        self.state = end;
+    }
+}

@@ -1,0 +1,17 @@
+//! The stream state machine: one market-data stream over either framing, through connect,
+//! handshake, subscriptions, stalls, reconnects, stop and crash. Sans-IO.
+
+mod backoff;
+mod config;
+mod connection;
+mod event;
+mod machine;
+mod profile;
+mod stats;
+mod timers;
+
+pub use config::{BetfairAuth, Profile, ReconnectPolicy, StreamConfig, Timeouts};
+pub use event::{EndReason, RequestKind, StreamEvent, StreamState, TransportCommand};
+pub use machine::Stream;
+pub use profile::BetfairSubscription;
+pub use stats::{StatsHandle, StatsSnapshot};

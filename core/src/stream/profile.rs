@@ -1,0 +1,137 @@
+//! Protocol messages of each profile, built as JSON around the request id (which is only
+//! known when the message is actually sent, after pacing).
+
+use super::config::BetfairAuth;
+use crate::route::RequestId;
+
+/// An outgoing control message: `before` + id as a JSON token + `after`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Template {
+    pub(crate) before: String,
+    pub(crate) after: String,
+}
+
+impl Template {
+    pub(crate) fn render(&self, id: &RequestId) -> String {
+        let mut out = String::with_capacity(self.before.len() + self.after.len() + 40);
+        out.push_str(&self.before);
+        id.write_json(&mut out);
+        out.push_str(&self.after);
+        out
+    }
+}
+
+/// Whether `s` can go inside a JSON string literal as is.
+pub(crate) fn is_plain_json_string(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
+}
+
+fn quoted_list(items: &[String]) -> String {
+    let mut out = String::from("[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        out.push_str(item);
+        out.push('"');
+    }
+    out.push(']');
+    out
+}
+
+/// Binance stream endpoint: `{"method":"SUBSCRIBE","params":[…],"id":N}` (and
+/// UNSUBSCRIBE). Stream names were checked with [`is_plain_json_string`].
+pub(crate) fn binance_method(method: &str, streams: &[String]) -> Template {
+    let params = if streams.is_empty() {
+        String::new()
+    } else {
+        format!(",\"params\":{}", quoted_list(streams))
+    };
+    Template {
+        before: format!("{{\"method\":\"{method}\"{params},\"id\":"),
+        after: "}".to_owned(),
+    }
+}
+
+/// Binance WebSocket API: `{"id":"<uuid>","method":"…","params":…}`; `params` is JSON the
+/// caller supplies.
+pub(crate) fn binance_api_request(method: &str, params_json: Option<&str>) -> Template {
+    let params = params_json
+        .map(|p| format!(",\"params\":{p}"))
+        .unwrap_or_default();
+    Template {
+        before: "{\"id\":".to_owned(),
+        after: format!(",\"method\":\"{method}\"{params}}}"),
+    }
+}
+
+/// Betfair `authentication`.
+pub(crate) fn betfair_authentication(auth: &BetfairAuth) -> Template {
+    Template {
+        before: "{\"op\":\"authentication\",\"id\":".to_owned(),
+        after: format!(
+            ",\"appKey\":\"{}\",\"session\":\"{}\"}}",
+            auth.app_key, auth.session
+        ),
+    }
+}
+
+/// Betfair `heartbeat`.
+pub(crate) fn betfair_heartbeat() -> Template {
+    Template {
+        before: "{\"op\":\"heartbeat\",\"id\":".to_owned(),
+        after: "}".to_owned(),
+    }
+}
+
+/// A Betfair market or order subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BetfairSubscription {
+    /// The filter object as JSON: `marketFilter` (markets) or `orderFilter` (orders).
+    pub filter_json: String,
+    /// `marketDataFilter` JSON (markets only).
+    pub data_filter_json: Option<String>,
+    /// `heartbeatMs`: the server sends a heartbeat after this much silence.
+    pub heartbeat_ms: Option<u64>,
+    /// `conflateMs`.
+    pub conflate_ms: Option<u64>,
+}
+
+/// The stream position of one Betfair subscription, kept from `mcm`/`ocm` messages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Clocks {
+    pub(crate) initial_clk: Option<String>,
+    pub(crate) clk: Option<String>,
+}
+
+/// Betfair `marketSubscription` / `orderSubscription`, resuming from `clocks` if known.
+pub(crate) fn betfair_subscription(
+    op: &str,
+    filter_key: &str,
+    sub: &BetfairSubscription,
+    clocks: &Clocks,
+) -> Template {
+    let mut after = String::new();
+    if let Some(ms) = sub.heartbeat_ms {
+        after.push_str(&format!(",\"heartbeatMs\":{ms}"));
+    }
+    if let Some(ms) = sub.conflate_ms {
+        after.push_str(&format!(",\"conflateMs\":{ms}"));
+    }
+    after.push_str(&format!(",\"{filter_key}\":{}", sub.filter_json));
+    if let Some(f) = &sub.data_filter_json {
+        after.push_str(&format!(",\"marketDataFilter\":{f}"));
+    }
+    if let Some(c) = &clocks.initial_clk {
+        after.push_str(&format!(",\"initialClk\":\"{c}\""));
+    }
+    if let Some(c) = &clocks.clk {
+        after.push_str(&format!(",\"clk\":\"{c}\""));
+    }
+    after.push('}');
+    Template {
+        before: format!("{{\"op\":\"{op}\",\"id\":"),
+        after,
+    }
+}

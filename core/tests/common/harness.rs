@@ -1,0 +1,135 @@
+//! A scripted peer for `Stream` in virtual time: no sockets, no sleeping.
+
+use std::time::{Duration, Instant};
+
+use feedwire_core::testing::{accept_response, decode_client_frames, server_frame};
+use feedwire_core::{Stream, StreamConfig, StreamEvent, StreamState, TransportCommand};
+
+pub struct Harness {
+    pub s: Stream,
+    pub now: Instant,
+    /// Raw bytes the stream wrote on the current connection.
+    pub sent: Vec<u8>,
+    pub events: Vec<StreamEvent>,
+    pub commands: Vec<TransportCommand>,
+    pub connected: bool,
+}
+
+impl Harness {
+    pub fn new(config: StreamConfig) -> Self {
+        let now = Instant::now();
+        let s = Stream::new(config, [11; 32], now).expect("valid config");
+        let mut h = Self {
+            s,
+            now,
+            sent: Vec::new(),
+            events: Vec::new(),
+            commands: Vec::new(),
+            connected: false,
+        };
+        h.pump();
+        h
+    }
+
+    /// Drains every output of the stream.
+    pub fn pump(&mut self) {
+        loop {
+            let mut progressed = false;
+            while let Some(c) = self.s.poll_transport() {
+                if c == TransportCommand::Disconnect {
+                    self.connected = false;
+                }
+                self.commands.push(c);
+                progressed = true;
+            }
+            while let Some(chunk) = self.s.poll_transmit() {
+                self.sent.extend_from_slice(&chunk);
+                progressed = true;
+            }
+            while let Some(e) = self.s.poll_event() {
+                self.events.push(e);
+                progressed = true;
+            }
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    pub fn take_events(&mut self) -> Vec<StreamEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    pub fn take_commands(&mut self) -> Vec<TransportCommand> {
+        std::mem::take(&mut self.commands)
+    }
+
+    /// The transport connected.
+    pub fn connect(&mut self) {
+        self.sent.clear();
+        self.connected = true;
+        self.s.handle_connected(self.now);
+        self.pump();
+    }
+
+    /// Connects and completes the WebSocket handshake.
+    pub fn open_ws(&mut self) {
+        self.connect();
+        let request = std::mem::take(&mut self.sent);
+        self.feed(&accept_response(&request));
+    }
+
+    /// Bytes from the peer, in reads of at most what `read_buf` offers.
+    pub fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() && self.s.is_connected() {
+            let buf = self.s.read_buf();
+            let n = buf.len().min(bytes.len());
+            buf[..n].copy_from_slice(&bytes[..n]);
+            self.s.handle_read(n, self.now);
+            bytes = &bytes[n..];
+            self.pump();
+        }
+    }
+
+    pub fn feed_text(&mut self, text: &str) {
+        self.feed(&server_frame(true, 1, text.as_bytes()));
+    }
+
+    /// Moves virtual time forward by `d`, firing every deadline on the way in order.
+    pub fn advance(&mut self, d: Duration) {
+        let end = self.now + d;
+        loop {
+            match self.s.poll_timeout() {
+                Some(t) if t <= end => {
+                    self.now = self.now.max(t);
+                    self.s.handle_timeout(self.now);
+                    self.pump();
+                }
+                _ => break,
+            }
+        }
+        self.now = end;
+    }
+
+    /// Text frames the client sent since the last call (unmasked).
+    pub fn sent_texts(&mut self) -> Vec<String> {
+        let frames = decode_client_frames(&std::mem::take(&mut self.sent));
+        frames
+            .into_iter()
+            .filter(|(_, op, _)| *op == 1)
+            .map(|(_, _, p)| String::from_utf8(p).expect("utf8"))
+            .collect()
+    }
+
+    /// All frames the client sent since the last call: (opcode, payload).
+    pub fn sent_frames(&mut self) -> Vec<(u8, Vec<u8>)> {
+        decode_client_frames(&std::mem::take(&mut self.sent))
+            .into_iter()
+            .map(|(_, op, p)| (op, p))
+            .collect()
+    }
+
+    pub fn state(&self) -> StreamState {
+        self.s.state().clone()
+    }
+}

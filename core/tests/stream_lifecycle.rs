@@ -1,0 +1,707 @@
+//! The stream state machine in virtual time against a scripted peer: open, subscribe,
+//! deliver, stall detection, reconnect with resubscription, stop and crash.
+
+mod common;
+
+use std::time::Duration;
+
+use common::harness::Harness;
+use feedwire_core::testing::server_frame;
+use feedwire_core::{
+    CloseInitiator, EndReason, Error, HandshakeError, RequestId, StreamConfig, StreamError,
+    StreamEvent, StreamState, TransportCommand,
+};
+
+const URL: &str = "ws://127.0.0.1:9443/ws";
+
+fn binance() -> StreamConfig {
+    StreamConfig::binance_stream(URL)
+}
+
+fn open(config: StreamConfig) -> Harness {
+    let mut h = Harness::new(config);
+    assert!(
+        matches!(h.take_commands().as_slice(), [TransportCommand::Connect(e)] if e.port == 9443)
+    );
+    h.open_ws();
+    h
+}
+
+fn subscribed_stream() -> Harness {
+    let mut h = Harness::new(binance());
+    h.s.subscribe(&["btcusdt@aggTrade", "ethusdt@aggTrade"], h.now)
+        .unwrap();
+    h.open_ws();
+    assert_eq!(
+        h.sent_texts(),
+        vec![r#"{"method":"SUBSCRIBE","params":["btcusdt@aggTrade","ethusdt@aggTrade"],"id":1}"#]
+    );
+    h.feed_text(r#"{"result":null,"id":1}"#);
+    h
+}
+
+#[test]
+fn opens_subscribes_and_delivers_data() {
+    let mut h = subscribed_stream();
+    h.feed_text(r#"{"e":"aggTrade","s":"BTCUSDT","p":"1.0"}"#);
+    let evs = h.take_events();
+    assert_eq!(evs[0], StreamEvent::Connecting { attempt: 1 });
+    assert_eq!(evs[1], StreamEvent::Opened { reconnected: false });
+    assert_eq!(
+        evs[2],
+        StreamEvent::Subscribed {
+            streams: vec!["btcusdt@aggTrade".into(), "ethusdt@aggTrade".into()],
+            id: RequestId::Int(1)
+        }
+    );
+    assert!(
+        matches!(&evs[3], StreamEvent::Data { payload, heartbeat: false } if payload.starts_with(b"{\"e\":\"aggTrade\""))
+    );
+    assert_eq!(h.state(), StreamState::Open);
+}
+
+#[test]
+fn statistics_are_exact_after_a_scripted_run() {
+    let mut h = subscribed_stream();
+    let msgs = [
+        r#"{"e":"a","x":1}"#,
+        r#"{"e":"b","x":22}"#,
+        r#"{"e":"c","x":333}"#,
+    ];
+    for m in msgs {
+        h.feed_text(m);
+    }
+    let snap = h.s.stats_handle().snapshot();
+    let data_bytes: usize =
+        msgs.iter().map(|m| m.len()).sum::<usize>() + r#"{"result":null,"id":1}"#.len();
+    assert_eq!(snap.messages_received, 4, "3 data + 1 response");
+    assert_eq!(
+        snap.bytes_received, data_bytes as u64,
+        "payload bytes, not frame bytes"
+    );
+    assert_eq!(snap.responses, 1);
+    assert_eq!(snap.messages_sent, 1);
+    assert_eq!(
+        snap.bytes_sent,
+        r#"{"method":"SUBSCRIBE","params":["btcusdt@aggTrade","ethusdt@aggTrade"],"id":1}"#.len()
+            as u64
+    );
+    assert_eq!(snap.subscriptions, 2);
+    assert_eq!(snap.reconnects, 0);
+    assert_eq!(snap.state, 2);
+    assert_eq!(snap.last_receive, Some(h.now));
+    // Rates count complete seconds only.
+    h.advance(Duration::from_secs(1));
+    h.feed_text(r#"{"e":"d"}"#);
+    let snap = h.s.stats_handle().snapshot();
+    assert!(
+        snap.messages_per_sec > 0.0 && snap.bytes_per_sec > 0.0,
+        "{snap:?}"
+    );
+}
+
+#[test]
+fn first_data_timeout_reconnects_a_silent_subscription() {
+    let mut h = subscribed_stream();
+    h.take_events();
+    h.take_commands();
+    h.advance(Duration::from_secs(29));
+    assert_eq!(h.state(), StreamState::Open, "not yet");
+    h.advance(Duration::from_secs(1));
+    let evs = h.take_events();
+    assert!(
+        matches!(
+            &evs[..],
+            [StreamEvent::Reconnecting {
+                attempt: 2,
+                reason: EndReason::FirstDataTimeout,
+                planned: false,
+                ..
+            }]
+        ),
+        "{evs:?}"
+    );
+    assert_eq!(h.take_commands(), vec![TransportCommand::Disconnect]);
+}
+
+#[test]
+fn first_data_timeout_does_not_fire_once_data_flows() {
+    let mut h = subscribed_stream();
+    h.feed_text(r#"{"e":"x"}"#);
+    h.take_events();
+    for _ in 0..10 {
+        h.advance(Duration::from_secs(10));
+        h.feed_text(r#"{"e":"x"}"#);
+    }
+    assert_eq!(h.state(), StreamState::Open);
+    assert!(!h
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, StreamEvent::Reconnecting { .. })));
+}
+
+#[test]
+fn idle_stream_is_probed_then_declared_dead() {
+    let mut h = subscribed_stream();
+    h.feed_text(r#"{"e":"x"}"#);
+    h.sent.clear();
+    h.advance(Duration::from_secs(30));
+    assert_eq!(
+        h.sent_frames(),
+        vec![(0x9, b"feedwire".to_vec())],
+        "ping after 30 s without bytes"
+    );
+    assert_eq!(h.state(), StreamState::Open);
+    h.advance(Duration::from_secs(30));
+    let evs = h.take_events();
+    assert!(
+        evs.iter().any(|e| matches!(
+            e,
+            StreamEvent::Reconnecting {
+                reason: EndReason::IdleTimeout,
+                ..
+            }
+        )),
+        "{evs:?}"
+    );
+}
+
+#[test]
+fn an_answered_probe_keeps_the_stream() {
+    let mut h = subscribed_stream();
+    h.feed_text(r#"{"e":"x"}"#);
+    h.advance(Duration::from_secs(30));
+    h.feed(&server_frame(true, 0xA, b"feedwire"));
+    h.advance(Duration::from_secs(29));
+    assert_eq!(h.state(), StreamState::Open);
+    h.take_events();
+    h.advance(Duration::from_secs(1));
+    assert!(h.take_events().is_empty(), "a new probe, not a reconnect");
+}
+
+#[test]
+fn reconnects_with_backoff_and_resubscribes() {
+    let mut h = subscribed_stream();
+    h.feed_text(r#"{"e":"x"}"#);
+    h.s.subscribe(&["bnbusdt@depth"], h.now).unwrap();
+    h.feed_text(r#"{"result":null,"id":2}"#);
+    h.take_events();
+    h.take_commands();
+    // Peer goes away.
+    h.feed(&server_frame(true, 8, &1001u16.to_be_bytes()));
+    let evs = h.take_events();
+    let StreamEvent::Reconnecting {
+        attempt: 2,
+        delay,
+        reason,
+        planned: false,
+    } = &evs[0]
+    else {
+        panic!("{evs:?}")
+    };
+    assert!(matches!(reason, EndReason::ClosedByPeer { code: 1001, .. }));
+    assert!(
+        *delay <= Duration::from_millis(250) && *delay >= Duration::from_millis(125),
+        "{delay:?}"
+    );
+    assert_eq!(h.take_commands(), vec![TransportCommand::Disconnect]);
+    h.advance(*delay);
+    assert!(matches!(
+        h.take_commands().as_slice(),
+        [TransportCommand::Connect(_)]
+    ));
+    h.open_ws();
+    let texts = h.sent_texts();
+    assert_eq!(
+        texts,
+        vec![
+            r#"{"method":"SUBSCRIBE","params":["bnbusdt@depth","btcusdt@aggTrade","ethusdt@aggTrade"],"id":3}"#
+        ]
+    );
+    let evs = h.take_events();
+    assert!(
+        evs.contains(&StreamEvent::Opened { reconnected: true }),
+        "{evs:?}"
+    );
+    assert!(
+        evs.contains(&StreamEvent::Resubscribed { count: 1 }),
+        "{evs:?}"
+    );
+    assert_eq!(h.s.stats_handle().snapshot().reconnects, 1);
+}
+
+#[test]
+fn backoff_grows_per_failed_attempt_and_resets_after_a_healthy_connection() {
+    let mut h = open(binance());
+    h.take_events();
+    let mut delays = Vec::new();
+    for _ in 0..4 {
+        h.s.handle_transport_error("reset", h.now);
+        h.pump();
+        let evs = h.take_events();
+        let Some(StreamEvent::Reconnecting { delay, .. }) = evs.first() else {
+            panic!("{evs:?}")
+        };
+        delays.push(*delay);
+        h.advance(*delay);
+        h.s.handle_connect_failed("refused", h.now);
+        h.pump();
+        let evs = h.take_events();
+        let Some(StreamEvent::Reconnecting { delay, .. }) = evs
+            .iter()
+            .find(|e| matches!(e, StreamEvent::Reconnecting { .. }))
+        else {
+            panic!("{evs:?}")
+        };
+        delays.push(*delay);
+        h.advance(*delay);
+        h.open_ws();
+        h.take_events();
+    }
+    // Retries climb within one unhealthy run: the cap doubles per retry (with jitter taking
+    // off at most half), so the 6th retry waits more than the 1st could.
+    assert!(delays[0] <= Duration::from_millis(250), "{delays:?}");
+    assert!(delays[5] > Duration::from_millis(250), "{delays:?}");
+    // A connection open for longer than `healthy_after` resets the counter.
+    h.advance(Duration::from_secs(20));
+    h.feed_text(r#"{"e":"keepalive"}"#);
+    h.advance(Duration::from_secs(20));
+    h.feed_text(r#"{"e":"keepalive"}"#);
+    h.advance(Duration::from_secs(21));
+    h.feed_text(r#"{"e":"keepalive"}"#);
+    h.s.handle_transport_error("reset", h.now);
+    h.pump();
+    let evs = h.take_events();
+    let Some(StreamEvent::Reconnecting {
+        attempt: 2, delay, ..
+    }) = evs
+        .iter()
+        .find(|e| matches!(e, StreamEvent::Reconnecting { .. }))
+    else {
+        panic!("{evs:?}")
+    };
+    assert!(
+        *delay <= Duration::from_millis(250),
+        "first retry again: {delay:?}"
+    );
+}
+
+#[test]
+fn refused_upgrade_is_retried_with_backoff() {
+    let mut h = Harness::new(binance());
+    h.connect();
+    h.feed(b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\n\r\n");
+    let evs = h.take_events();
+    assert!(
+        evs.iter().any(|e| matches!(
+            e,
+            StreamEvent::Reconnecting {
+                reason: EndReason::WebSocket(Error::Handshake(HandshakeError::Rejected {
+                    status: 429,
+                    ..
+                })),
+                ..
+            }
+        )),
+        "{evs:?}"
+    );
+}
+
+#[test]
+fn connect_timeout_when_the_handshake_never_answers() {
+    let mut h = Harness::new(binance());
+    h.connect();
+    h.take_events();
+    h.advance(Duration::from_secs(10));
+    let evs = h.take_events();
+    assert!(
+        matches!(
+            evs.first(),
+            Some(StreamEvent::Reconnecting {
+                reason: EndReason::ConnectTimeout,
+                ..
+            })
+        ),
+        "{evs:?}"
+    );
+}
+
+#[test]
+fn fatal_response_crashes_the_stream() {
+    let mut h = Harness::new(binance());
+    h.s.subscribe(&["nosuch@stream"], h.now).unwrap();
+    h.open_ws();
+    h.take_events();
+    h.take_commands();
+    h.feed_text(r#"{"error":{"code":2,"msg":"Invalid request"},"id":1}"#);
+    let evs = h.take_events();
+    assert!(
+        matches!(&evs[..], [StreamEvent::Crashed(EndReason::FatalResponse(p))] if p.starts_with(b"{\"error\"")),
+        "{evs:?}"
+    );
+    assert_eq!(h.take_commands(), vec![TransportCommand::Disconnect]);
+    h.advance(Duration::from_secs(3600));
+    assert!(h.take_commands().is_empty(), "no reconnect after a crash");
+}
+
+#[test]
+fn error_response_is_only_reported_when_not_fatal() {
+    let mut h = Harness::new(StreamConfig {
+        crash_on_error_response: false,
+        ..binance()
+    });
+    h.s.subscribe(&["nosuch@stream"], h.now).unwrap();
+    h.open_ws();
+    h.take_events();
+    h.feed_text(r#"{"error":{"code":2,"msg":"Invalid request"},"id":1}"#);
+    let evs = h.take_events();
+    assert!(
+        matches!(&evs[..], [StreamEvent::Response { is_error: true, .. }]),
+        "{evs:?}"
+    );
+    assert_eq!(h.state(), StreamState::Open);
+}
+
+#[test]
+fn server_shutdown_notice_leads_to_a_planned_reconnect() {
+    let mut h = subscribed_stream();
+    h.take_events();
+    h.take_commands();
+    h.feed_text(r#"{"stream":"!serverShutdown","data":{"e":"serverShutdown","E":1}}"#);
+    assert_eq!(
+        h.sent_frames(),
+        vec![(0x8, 1000u16.to_be_bytes().to_vec())],
+        "Close sent"
+    );
+    assert_eq!(h.state(), StreamState::Closing);
+    h.feed_text(r#"{"e":"still delivered"}"#);
+    h.feed(&server_frame(true, 8, &1000u16.to_be_bytes()));
+    let evs = h.take_events();
+    assert!(matches!(&evs[0], StreamEvent::Data { .. }));
+    assert!(
+        matches!(&evs[1], StreamEvent::Data { payload, .. } if payload == "{\"e\":\"still delivered\"}")
+    );
+    assert!(
+        matches!(&evs[2], StreamEvent::Reconnecting { reason: EndReason::ServerShutdown, planned: true, delay, .. } if delay.is_zero()),
+        "{evs:?}"
+    );
+    assert_eq!(evs[3], StreamEvent::Connecting { attempt: 1 });
+    assert!(matches!(
+        h.take_commands().as_slice(),
+        [TransportCommand::Disconnect, TransportCommand::Connect(_)]
+    ));
+}
+
+#[test]
+fn lifetime_limit_leads_to_a_planned_reconnect() {
+    let mut h = subscribed_stream();
+    h.take_events();
+    // Keep the stream busy so only the lifetime timer can end it.
+    for _ in 0..(24 * 180) {
+        h.advance(Duration::from_secs(20));
+        h.feed_text(r#"{"e":"x"}"#);
+        if h.state() != StreamState::Open {
+            break;
+        }
+    }
+    assert_eq!(h.state(), StreamState::Closing);
+    h.feed(&server_frame(true, 8, &1000u16.to_be_bytes()));
+    let evs = h.take_events();
+    assert!(evs.iter().any(|e| matches!(
+        e,
+        StreamEvent::Reconnecting {
+            reason: EndReason::LifetimeReached,
+            planned: true,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn control_messages_are_paced_at_five_per_second() {
+    let mut h = open(binance());
+    for i in 0..8 {
+        h.s.subscribe(&[&format!("s{i}@trade")], h.now).unwrap();
+        h.pump();
+    }
+    assert_eq!(h.sent_texts().len(), 5);
+    h.advance(Duration::from_millis(999));
+    assert_eq!(h.sent_texts().len(), 0);
+    h.advance(Duration::from_millis(1));
+    assert_eq!(h.sent_texts().len(), 3);
+}
+
+#[test]
+fn subscription_limits_and_unknown_unsubscribe_are_typed_errors() {
+    let mut h = open(binance());
+    let many: Vec<String> = (0..1024).map(|i| format!("s{i}@trade")).collect();
+    let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+    h.s.subscribe(&refs, h.now).unwrap();
+    assert_eq!(
+        h.s.subscribe(&["one@more"], h.now),
+        Err(StreamError::TooManyStreams { max: 1024 })
+    );
+    assert_eq!(
+        h.s.unsubscribe(&["not@subscribed"], h.now),
+        Err(StreamError::NotSubscribed("not@subscribed".into()))
+    );
+    assert_eq!(
+        h.s.subscribe(&["bad\"name"], h.now),
+        Err(StreamError::InvalidStreamName("bad\"name".into()))
+    );
+    assert_eq!(
+        h.s.request("x", None, h.now),
+        Err(StreamError::NotSupported)
+    );
+    h.s.unsubscribe(&["s0@trade"], h.now).unwrap();
+    assert_eq!(h.s.subscriptions().count(), 1023);
+}
+
+#[test]
+fn request_timeout_is_reported_once() {
+    let mut h = open(StreamConfig::binance_ws_api(
+        "ws://127.0.0.1:9443/ws-api/v3",
+    ));
+    h.take_events();
+    let id = h.s.request("time", None, h.now).unwrap();
+    h.pump();
+    let RequestId::Str(uuid) = &id else { panic!() };
+    assert_eq!(
+        h.sent_texts(),
+        vec![format!(r#"{{"id":"{uuid}","method":"time"}}"#)]
+    );
+    h.advance(Duration::from_secs(10));
+    let evs = h.take_events();
+    assert!(
+        matches!(&evs[..], [StreamEvent::RequestTimedOut { id: i, .. }] if *i == id),
+        "{evs:?}"
+    );
+    h.advance(Duration::from_secs(100));
+    assert!(!h
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, StreamEvent::RequestTimedOut { .. })));
+}
+
+#[test]
+fn ws_api_response_is_matched_to_its_request() {
+    let mut h = open(StreamConfig::binance_ws_api(
+        "ws://127.0.0.1:9443/ws-api/v3",
+    ));
+    h.take_events();
+    let id = h.s.request("ping", Some("{}"), h.now).unwrap();
+    h.pump();
+    let RequestId::Str(uuid) = &id else { panic!() };
+    h.feed_text(&format!(
+        r#"{{"id":"{uuid}","status":200,"result":{{}},"rateLimits":[]}}"#
+    ));
+    let evs = h.take_events();
+    assert!(
+        matches!(&evs[..], [StreamEvent::Response { id: i, is_error: false, .. }] if *i == id),
+        "{evs:?}"
+    );
+}
+
+#[test]
+fn stop_on_an_idle_open_stream_sends_close_at_once() {
+    let mut h = subscribed_stream();
+    h.feed_text(r#"{"e":"before stop"}"#);
+    h.sent.clear();
+    h.take_events();
+    h.s.stop(h.now);
+    h.pump();
+    assert_eq!(
+        h.sent_frames(),
+        vec![(0x8, 1000u16.to_be_bytes().to_vec())],
+        "Close on the wire in the same call"
+    );
+    assert_eq!(h.state(), StreamState::Closing);
+    h.feed(&server_frame(true, 8, &1000u16.to_be_bytes()));
+    let evs = h.take_events();
+    assert_eq!(
+        evs,
+        vec![StreamEvent::Closed {
+            by: CloseInitiator::Local,
+            code: 1000
+        }]
+    );
+    assert!(h.take_commands().contains(&TransportCommand::Disconnect));
+    h.advance(Duration::from_secs(3600));
+    assert!(h.take_commands().is_empty(), "no reconnect after stop");
+}
+
+#[test]
+fn stop_without_an_answer_ends_after_the_close_timeout() {
+    let mut h = subscribed_stream();
+    h.take_events();
+    h.s.stop(h.now);
+    h.pump();
+    h.advance(Duration::from_millis(4999));
+    assert_eq!(h.state(), StreamState::Closing);
+    h.advance(Duration::from_millis(1));
+    assert_eq!(
+        h.state(),
+        StreamState::Closed {
+            by: CloseInitiator::Local
+        }
+    );
+    assert_eq!(
+        h.take_events(),
+        vec![StreamEvent::Closed {
+            by: CloseInitiator::Local,
+            code: 1000
+        }]
+    );
+}
+
+#[test]
+fn stop_while_a_message_is_half_received_still_delivers_it() {
+    let mut h = subscribed_stream();
+    h.take_events();
+    let frame = server_frame(true, 1, br#"{"e":"half and half"}"#);
+    h.feed(&frame[..7]);
+    h.s.stop(h.now);
+    h.pump();
+    h.feed(&frame[7..]);
+    h.feed(&server_frame(true, 8, &1000u16.to_be_bytes()));
+    let evs = h.take_events();
+    assert!(
+        matches!(&evs[0], StreamEvent::Data { payload, .. } if payload == "{\"e\":\"half and half\"}"),
+        "{evs:?}"
+    );
+    assert_eq!(
+        evs[1],
+        StreamEvent::Closed {
+            by: CloseInitiator::Local,
+            code: 1000
+        }
+    );
+}
+
+#[test]
+fn messages_queued_before_a_crash_are_delivered_then_the_crash() {
+    let mut h = subscribed_stream();
+    h.take_events();
+    h.take_commands();
+    let mut two = server_frame(true, 1, br#"{"e":"1"}"#);
+    two.extend(server_frame(true, 1, br#"{"e":"2"}"#));
+    let buf = h.s.read_buf();
+    buf[..two.len()].copy_from_slice(&two);
+    h.s.handle_read(two.len(), h.now);
+    h.s.crash("operator", h.now);
+    h.pump();
+    let evs = h.take_events();
+    assert_eq!(evs.len(), 3, "{evs:?}");
+    assert!(
+        matches!(&evs[0], StreamEvent::Data { .. }) && matches!(&evs[1], StreamEvent::Data { .. })
+    );
+    assert_eq!(
+        evs[2],
+        StreamEvent::Crashed(EndReason::UserCrash("operator".into()))
+    );
+    assert!(h.sent_frames().is_empty(), "no close handshake on crash");
+    assert_eq!(h.take_commands(), vec![TransportCommand::Disconnect]);
+}
+
+/// Drives a fresh stream into each state, then applies `act`.
+fn in_every_state(
+    act: impl Fn(&mut Harness),
+) -> Vec<(String, StreamState, Vec<StreamEvent>, Vec<TransportCommand>)> {
+    let mut results = Vec::new();
+    let setups: Vec<(&str, Box<dyn Fn(&mut Harness)>)> = vec![
+        ("connecting", Box::new(|_| {})),
+        ("handshaking", Box::new(|h| h.connect())),
+        ("open", Box::new(|h| h.open_ws())),
+        (
+            "closing",
+            Box::new(|h| {
+                h.open_ws();
+                h.feed_text(r#"{"e":"serverShutdown"}"#);
+            }),
+        ),
+        (
+            "reconnecting",
+            Box::new(|h| {
+                h.open_ws();
+                h.s.handle_transport_error("reset", h.now);
+                h.pump();
+            }),
+        ),
+    ];
+    for (name, setup) in setups {
+        let mut h = Harness::new(binance());
+        setup(&mut h);
+        h.take_events();
+        h.take_commands();
+        act(&mut h);
+        h.pump();
+        h.advance(Duration::from_secs(10));
+        let state = h.state();
+        results.push((name.to_owned(), state, h.take_events(), h.take_commands()));
+    }
+    results
+}
+
+#[test]
+fn crash_in_every_state_ends_at_once_without_reconnect() {
+    for (name, state, evs, cmds) in in_every_state(|h| h.s.crash("test", h.now)) {
+        assert_eq!(
+            state,
+            StreamState::Crashed(EndReason::UserCrash("test".into())),
+            "{name}"
+        );
+        assert_eq!(
+            evs,
+            vec![StreamEvent::Crashed(EndReason::UserCrash("test".into()))],
+            "{name}"
+        );
+        assert!(
+            !cmds
+                .iter()
+                .any(|c| matches!(c, TransportCommand::Connect(_))),
+            "{name}: {cmds:?}"
+        );
+    }
+}
+
+#[test]
+fn stop_in_every_state_ends_closed_by_us_without_reconnect() {
+    for (name, state, evs, cmds) in in_every_state(|h| h.s.stop(h.now)) {
+        assert_eq!(
+            state,
+            StreamState::Closed {
+                by: CloseInitiator::Local
+            },
+            "{name}"
+        );
+        assert_eq!(
+            evs.last(),
+            Some(&StreamEvent::Closed {
+                by: CloseInitiator::Local,
+                code: 1000
+            }),
+            "{name}: {evs:?}"
+        );
+        assert!(
+            !cmds
+                .iter()
+                .any(|c| matches!(c, TransportCommand::Connect(_))),
+            "{name}: {cmds:?}"
+        );
+    }
+}
+
+#[test]
+fn terminal_states_ignore_input() {
+    let mut h = subscribed_stream();
+    h.s.crash("done", h.now);
+    h.pump();
+    h.take_events();
+    h.s.handle_timeout(h.now + Duration::from_secs(100));
+    h.s.handle_eof(h.now);
+    h.s.handle_connected(h.now);
+    h.s.stop(h.now);
+    h.pump();
+    assert!(h.take_events().is_empty());
+    assert_eq!(h.s.subscribe(&["a@b"], h.now), Err(StreamError::Ended));
+}
