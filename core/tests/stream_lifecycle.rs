@@ -603,12 +603,15 @@ fn messages_queued_before_a_crash_are_delivered_then_the_crash() {
     assert_eq!(h.take_commands(), vec![TransportCommand::Disconnect]);
 }
 
+type Setup = Box<dyn Fn(&mut Harness)>;
+type Outcome = (String, StreamState, Vec<StreamEvent>, Vec<TransportCommand>);
+
 /// Drives a fresh stream into each state, then applies `act`.
 fn in_every_state(
     act: impl Fn(&mut Harness),
 ) -> Vec<(String, StreamState, Vec<StreamEvent>, Vec<TransportCommand>)> {
     let mut results = Vec::new();
-    let setups: Vec<(&str, Box<dyn Fn(&mut Harness)>)> = vec![
+    let setups: Vec<(&str, Setup)> = vec![
         ("connecting", Box::new(|_| {})),
         ("handshaking", Box::new(|h| h.connect())),
         ("open", Box::new(|h| h.open_ws())),

@@ -41,7 +41,11 @@ impl Connection {
     }
 
     pub(crate) fn lines(delimiter: Delimiter, max_read_size: usize, max_line: usize) -> Self {
-        Self::Lines(Box::new(LineClient::new(delimiter, max_read_size, max_line)))
+        Self::Lines(Box::new(LineClient::new(
+            delimiter,
+            max_read_size,
+            max_line,
+        )))
     }
 
     pub(crate) fn read_buf(&mut self) -> &mut [u8] {
