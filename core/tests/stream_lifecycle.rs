@@ -607,9 +607,7 @@ type Setup = Box<dyn Fn(&mut Harness)>;
 type Outcome = (String, StreamState, Vec<StreamEvent>, Vec<TransportCommand>);
 
 /// Drives a fresh stream into each state, then applies `act`.
-fn in_every_state(
-    act: impl Fn(&mut Harness),
-) -> Vec<(String, StreamState, Vec<StreamEvent>, Vec<TransportCommand>)> {
+fn in_every_state(act: impl Fn(&mut Harness)) -> Vec<Outcome> {
     let mut results = Vec::new();
     let setups: Vec<(&str, Setup)> = vec![
         ("connecting", Box::new(|_| {})),
