@@ -133,3 +133,15 @@ impl Harness {
         self.s.state().clone()
     }
 }
+
+impl Harness {
+    /// Lines the client sent since the last call (line streams).
+    pub fn sent_lines(&mut self) -> Vec<String> {
+        let raw = String::from_utf8(std::mem::take(&mut self.sent)).expect("utf8");
+        raw.split_terminator("\r\n").map(str::to_owned).collect()
+    }
+
+    pub fn feed_line(&mut self, line: &str) {
+        self.feed(format!("{line}\r\n").as_bytes());
+    }
+}

@@ -1,0 +1,209 @@
+//! The Betfair profile over CRLF lines: connection greeting, authentication, market
+//! subscription, heartbeats, and resubscription after reconnect resuming from the latest clk.
+
+mod common;
+
+use std::time::Duration;
+
+use common::harness::Harness;
+use feedwire_core::{
+    BetfairAuth, BetfairSubscription, EndReason, RequestId, StreamConfig, StreamEvent, StreamState,
+    TransportCommand,
+};
+
+fn config() -> StreamConfig {
+    let auth = BetfairAuth {
+        app_key: "appkey".into(),
+        session: "token".into(),
+    };
+    StreamConfig::betfair("tls://127.0.0.1:4443", auth)
+}
+
+fn markets() -> BetfairSubscription {
+    BetfairSubscription {
+        filter_json: r#"{"marketIds":["1.2345"]}"#.into(),
+        data_filter_json: Some(r#"{"fields":["EX_BEST_OFFERS"]}"#.into()),
+        heartbeat_ms: Some(5000),
+        conflate_ms: None,
+    }
+}
+
+/// Connected, greeted, authenticated, subscribed.
+fn subscribed() -> Harness {
+    let mut h = Harness::new(config());
+    assert!(
+        matches!(h.take_commands().as_slice(), [TransportCommand::Connect(e)] if e.scheme.is_tls())
+    );
+    h.s.subscribe_markets(markets(), h.now).unwrap();
+    h.connect();
+    assert_eq!(
+        h.state(),
+        StreamState::Handshaking,
+        "waits for the connection message"
+    );
+    h.feed_line(r#"{"op":"connection","connectionId":"002-1"}"#);
+    assert_eq!(h.state(), StreamState::Open);
+    assert_eq!(
+        h.sent_lines(),
+        vec![r#"{"op":"authentication","id":1,"appKey":"appkey","session":"token"}"#]
+    );
+    h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS","connectionClosed":false}"#);
+    assert_eq!(
+        h.sent_lines(),
+        vec![
+            r#"{"op":"marketSubscription","id":2,"heartbeatMs":5000,"marketFilter":{"marketIds":["1.2345"]},"marketDataFilter":{"fields":["EX_BEST_OFFERS"]}}"#
+        ]
+    );
+    h.feed_line(r#"{"op":"status","id":2,"statusCode":"SUCCESS","connectionClosed":false}"#);
+    h
+}
+
+#[test]
+fn authenticates_then_subscribes() {
+    let mut h = subscribed();
+    let evs = h.take_events();
+    assert_eq!(evs[1], StreamEvent::Opened { reconnected: false });
+    assert_eq!(evs[2], StreamEvent::Authenticated);
+    assert_eq!(
+        evs[3],
+        StreamEvent::Subscribed {
+            streams: vec!["marketSubscription".into()],
+            id: RequestId::Int(2)
+        }
+    );
+}
+
+#[test]
+fn market_changes_and_heartbeats_are_data() {
+    let mut h = subscribed();
+    h.take_events();
+    h.feed_line(r#"{"op":"mcm","id":2,"initialClk":"G1","clk":"AAA","ct":"SUB_IMAGE","pt":1,"mc":[{"id":"1.2345"}]}"#);
+    h.feed_line(r#"{"op":"mcm","id":2,"ct":"HEARTBEAT","clk":"AAB","pt":2}"#);
+    let evs = h.take_events();
+    assert!(matches!(
+        &evs[0],
+        StreamEvent::Data {
+            heartbeat: false,
+            ..
+        }
+    ));
+    assert!(matches!(
+        &evs[1],
+        StreamEvent::Data {
+            heartbeat: true,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn resubscription_after_reconnect_resumes_from_the_latest_clk() {
+    let mut h = subscribed();
+    h.feed_line(
+        r#"{"op":"mcm","id":2,"initialClk":"G1Fw","clk":"AAA","ct":"SUB_IMAGE","pt":1,"mc":[]}"#,
+    );
+    h.feed_line(r#"{"op":"mcm","id":2,"clk":"AAB","pt":2,"mc":[]}"#);
+    h.feed_line(r#"{"op":"mcm","id":2,"clk":"AAC","pt":3,"mc":[]}"#);
+    h.take_events();
+    h.take_commands();
+    h.s.handle_eof(h.now);
+    h.pump();
+    let evs = h.take_events();
+    let Some(StreamEvent::Reconnecting {
+        reason: EndReason::Eof,
+        delay,
+        ..
+    }) = evs.first()
+    else {
+        panic!("{evs:?}")
+    };
+    h.advance(*delay);
+    assert!(matches!(
+        h.take_commands().as_slice(),
+        [TransportCommand::Disconnect, TransportCommand::Connect(_)]
+    ));
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"002-2"}"#);
+    assert_eq!(
+        h.sent_lines(),
+        vec![r#"{"op":"authentication","id":3,"appKey":"appkey","session":"token"}"#]
+    );
+    h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
+    assert_eq!(
+        h.sent_lines(),
+        vec![
+            r#"{"op":"marketSubscription","id":4,"heartbeatMs":5000,"marketFilter":{"marketIds":["1.2345"]},"marketDataFilter":{"fields":["EX_BEST_OFFERS"]},"initialClk":"G1Fw","clk":"AAC"}"#
+        ]
+    );
+    let evs = h.take_events();
+    assert!(
+        evs.contains(&StreamEvent::Opened { reconnected: true }),
+        "{evs:?}"
+    );
+    assert!(
+        evs.contains(&StreamEvent::Resubscribed { count: 1 }),
+        "{evs:?}"
+    );
+}
+
+#[test]
+fn failed_authentication_crashes() {
+    let mut h = Harness::new(config());
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"002-1"}"#);
+    h.take_events();
+    h.feed_line(r#"{"op":"status","id":1,"statusCode":"FAILURE","errorCode":"INVALID_SESSION_INFORMATION","connectionClosed":true}"#);
+    let evs = h.take_events();
+    assert!(
+        matches!(
+            &evs[..],
+            [StreamEvent::Crashed(EndReason::FatalResponse(_))]
+        ),
+        "{evs:?}"
+    );
+}
+
+#[test]
+fn idle_line_stream_is_probed_with_a_heartbeat_op() {
+    let mut h = subscribed();
+    h.feed_line(r#"{"op":"mcm","id":2,"clk":"A","pt":1}"#);
+    h.sent.clear();
+    h.advance(Duration::from_secs(30));
+    assert_eq!(h.sent_lines(), vec![r#"{"op":"heartbeat","id":3}"#]);
+    h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
+    h.advance(Duration::from_secs(29));
+    assert_eq!(h.state(), StreamState::Open);
+}
+
+#[test]
+fn stop_ends_a_line_session_at_once() {
+    let mut h = subscribed();
+    h.take_events();
+    h.take_commands();
+    h.s.stop(h.now);
+    h.pump();
+    assert!(h.take_events().ends_with(&[StreamEvent::Closed {
+        by: feedwire_core::CloseInitiator::Local,
+        code: 1000
+    }]));
+    assert_eq!(h.take_commands(), vec![TransportCommand::Disconnect]);
+}
+
+#[test]
+fn greeting_must_arrive_within_the_connect_timeout() {
+    let mut h = Harness::new(config());
+    h.connect();
+    h.take_events();
+    h.advance(Duration::from_secs(10));
+    let evs = h.take_events();
+    assert!(
+        matches!(
+            evs.first(),
+            Some(StreamEvent::Reconnecting {
+                reason: EndReason::ConnectTimeout,
+                ..
+            })
+        ),
+        "{evs:?}"
+    );
+}
