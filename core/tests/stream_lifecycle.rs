@@ -500,6 +500,13 @@ fn ws_api_response_is_matched_to_its_request() {
         matches!(&evs[..], [StreamEvent::Response { id: i, is_error: false, .. }] if *i == id),
         "{evs:?}"
     );
+    h.advance(Duration::from_secs(60));
+    assert!(
+        !h.take_events()
+            .iter()
+            .any(|e| matches!(e, StreamEvent::RequestTimedOut { .. })),
+        "answered: no timeout"
+    );
 }
 
 #[test]
@@ -705,4 +712,22 @@ fn terminal_states_ignore_input() {
     h.pump();
     assert!(h.take_events().is_empty());
     assert_eq!(h.s.subscribe(&["a@b"], h.now), Err(StreamError::Ended));
+}
+
+#[test]
+fn keepalive_pings_at_its_interval_even_while_data_flows() {
+    let mut config = binance();
+    config.timeouts.keepalive = Some(Duration::from_secs(10));
+    let mut h = open(config);
+    h.sent.clear();
+    for _ in 0..3 {
+        h.advance(Duration::from_secs(5));
+        h.feed_text(r#"{"e":"x"}"#);
+    }
+    let pings = h
+        .sent_frames()
+        .into_iter()
+        .filter(|(op, _)| *op == 0x9)
+        .count();
+    assert_eq!(pings, 1, "one ping in 15 s at a 10 s interval");
 }

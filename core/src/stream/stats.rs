@@ -178,3 +178,49 @@ impl Stats {
         s.seq.store(seq + 2, Ordering::Release);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_on_other_threads_see_consistent_snapshots() {
+        let base = Instant::now();
+        let mut stats = Stats::new(base);
+        let handle = stats.handle();
+        let reader = std::thread::spawn(move || {
+            let mut seen = 0;
+            for _ in 0..200_000 {
+                let s = handle.snapshot();
+                // Every message is 100 bytes: a torn read would break this.
+                assert_eq!(s.bytes_received, 100 * s.messages_received);
+                assert_eq!(s.messages_sent, s.messages_received);
+                seen = s.messages_received;
+            }
+            seen
+        });
+        for i in 0..200_000u64 {
+            stats.received(100);
+            stats.sent(7);
+            stats.publish(base + Duration::from_millis(i), 2);
+        }
+        let seen = reader.join().expect("reader thread");
+        assert!(seen <= 200_000);
+        assert_eq!(stats.handle().snapshot().messages_received, 200_000);
+    }
+
+    #[test]
+    fn rates_average_complete_seconds() {
+        let base = Instant::now();
+        let mut stats = Stats::new(base);
+        for sec in 0..3u64 {
+            for _ in 0..10 {
+                stats.received(50);
+            }
+            stats.publish(base + Duration::from_secs(sec), 2);
+        }
+        stats.publish(base + Duration::from_secs(3), 2);
+        let s = stats.handle().snapshot();
+        assert_eq!((s.messages_per_sec, s.bytes_per_sec), (10.0, 500.0));
+    }
+}
