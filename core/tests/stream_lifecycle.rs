@@ -731,3 +731,30 @@ fn keepalive_pings_at_its_interval_even_while_data_flows() {
         .count();
     assert_eq!(pings, 1, "one ping in 15 s at a 10 s interval");
 }
+
+#[test]
+fn peer_close_is_echoed_before_the_disconnect() {
+    let mut h = subscribed_stream();
+    h.sent.clear();
+    h.feed(&server_frame(true, 8, &1001u16.to_be_bytes()));
+    assert_eq!(h.sent_frames(), vec![(0x8, 1001u16.to_be_bytes().to_vec())]);
+}
+
+#[test]
+fn protocol_violation_sends_its_close_code_before_the_disconnect() {
+    let mut h = subscribed_stream();
+    h.sent.clear();
+    h.feed(&server_frame(true, 1, b"\xff not utf-8"));
+    assert_eq!(h.sent_frames(), vec![(0x8, 1007u16.to_be_bytes().to_vec())]);
+    let evs = h.take_events();
+    assert!(
+        evs.iter().any(|e| matches!(
+            e,
+            StreamEvent::Reconnecting {
+                reason: EndReason::WebSocket(Error::Protocol(_)),
+                ..
+            }
+        )),
+        "{evs:?}"
+    );
+}

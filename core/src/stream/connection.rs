@@ -89,13 +89,6 @@ impl Connection {
         }
     }
 
-    pub(crate) fn is_finished(&self) -> bool {
-        match self {
-            Self::Ws(c) => c.is_finished(),
-            Self::Lines(c) => c.is_finished(),
-        }
-    }
-
     /// Sends one text message or line; false if the engine is no longer open for sending.
     pub(crate) fn send_text(&mut self, text: &str) -> bool {
         match self {

@@ -125,7 +125,8 @@ pub enum TransportCommand {
     /// Open a connection (TCP, TLS when `endpoint.scheme.is_tls()`), then call
     /// [`crate::Stream::handle_connected`] or [`crate::Stream::handle_connect_failed`].
     Connect(Endpoint),
-    /// Drop the current connection now (after writing what `poll_transmit` already gave).
+    /// Drop the current connection. Drain `poll_transmit` before acting on it: an ending
+    /// WebSocket may still have a Close frame to write (after a crash there is none).
     Disconnect,
 }
 

@@ -45,6 +45,8 @@ pub struct Stream {
     endpoint: Endpoint,
     state: StreamState,
     conn: Option<Connection>,
+    /// An ended connection whose last queued bytes are still to be handed out.
+    draining: Option<Connection>,
     router: Router<RequestKind>,
     rng: MaskRng,
     timers: TimerTable,
@@ -96,6 +98,7 @@ impl Stream {
             endpoint,
             state: StreamState::Connecting { attempt: 1 },
             conn: None,
+            draining: None,
             rng,
             timers: TimerTable::default(),
             events: VecDeque::new(),
@@ -452,13 +455,13 @@ impl Stream {
     /// The next chunk of bytes to write, in order.
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Bytes> {
-        let chunk = self.conn.as_mut()?.poll_transmit();
-        if chunk.is_none() && self.conn.as_ref().is_some_and(Connection::is_finished) {
-            // Everything the ended engine queued (e.g. a Close echo) is out: drop it.
-            self.conn = None;
-            self.transport.push_back(TransportCommand::Disconnect);
+        if let Some(old) = self.draining.as_mut() {
+            match old.poll_transmit() {
+                Some(chunk) => return Some(chunk),
+                None => self.draining = None,
+            }
         }
-        chunk
+        self.conn.as_mut()?.poll_transmit()
     }
 
     /// The next event.
@@ -914,9 +917,7 @@ impl Stream {
             );
         }
         let planned = self.planned.take().is_some();
-        if self.conn.take().is_some() || matches!(self.state, StreamState::Connecting { .. }) {
-            self.transport.push_back(TransportCommand::Disconnect);
-        }
+        self.release_connection(true);
         self.timers.clear();
         self.outbox.clear();
         self.paced.clear();
@@ -987,11 +988,28 @@ impl Stream {
         }
     }
 
-    /// Enters a terminal state: drops the connection and reports the end once.
-    fn finish(&mut self, end: StreamState, _now: Instant) {
-        if self.conn.take().is_some() || matches!(self.state, StreamState::Connecting { .. }) {
+    /// Detaches the current connection (if any) and tells the transport to drop it. With
+    /// `flush`, bytes the engine still queued (a Close echo, a Close with an error code) are
+    /// handed out by `poll_transmit` before the transport acts on the `Disconnect`.
+    fn release_connection(&mut self, flush: bool) {
+        let had = self.conn.take().map(|c| {
+            if flush {
+                self.draining = Some(c);
+            }
+        });
+        if !flush {
+            self.draining = None;
+        }
+        if had.is_some() || matches!(self.state, StreamState::Connecting { .. }) {
             self.transport.push_back(TransportCommand::Disconnect);
         }
+    }
+
+    /// Enters a terminal state: drops the connection and reports the end once.
+    fn finish(&mut self, end: StreamState, _now: Instant) {
+        // A crash drops the connection with whatever it still had to send; a close lets a
+        // queued Close frame out first.
+        self.release_connection(!matches!(end, StreamState::Crashed(_)));
         self.timers.clear();
         self.outbox.clear();
         match &end {
