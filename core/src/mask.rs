@@ -68,6 +68,23 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn masking_round_trips_for_any_length_key_and_offset(
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20_000),
+            key in proptest::prelude::any::<[u8; 4]>(),
+            offset in 0usize..64,
+        ) {
+            let mut fast = data.clone();
+            apply_mask(&mut fast, key, offset);
+            let mut slow = data.clone();
+            naive(&mut slow, key, offset);
+            proptest::prop_assert_eq!(&fast, &slow);
+            apply_mask(&mut fast, key, offset);
+            proptest::prop_assert_eq!(fast, data);
+        }
+    }
+
     #[test]
     fn rfc_example_hello() {
         // RFC 6455 §5.7: masked "Hello" with key 37 fa 21 3d.

@@ -758,3 +758,22 @@ fn protocol_violation_sends_its_close_code_before_the_disconnect() {
         "{evs:?}"
     );
 }
+
+#[test]
+fn a_refused_subscription_is_not_kept_for_resubscription() {
+    let mut h = Harness::new(StreamConfig {
+        crash_on_error_response: false,
+        ..binance()
+    });
+    h.s.subscribe(&["good@trade", "bad@trade"], h.now).unwrap();
+    h.open_ws();
+    h.sent.clear();
+    h.feed_text(r#"{"error":{"code":2,"msg":"Invalid request"},"id":1}"#);
+    assert_eq!(h.s.subscriptions().count(), 0);
+    h.s.subscribe(&["good@trade"], h.now).unwrap();
+    h.pump();
+    assert_eq!(
+        h.sent_texts(),
+        vec![r#"{"method":"SUBSCRIBE","params":["good@trade"],"id":2}"#]
+    );
+}

@@ -779,6 +779,13 @@ impl Stream {
         if fatal {
             return self.finish(StreamState::Crashed(EndReason::FatalResponse(payload)), now);
         }
+        if let (RequestKind::Subscribe(refused), true) = (&kind, is_error) {
+            // A refused subscription is not active: do not resubscribe it after a reconnect.
+            for s in refused {
+                self.streams.remove(s);
+            }
+            self.stats.current.subscriptions = self.streams.len() as u64;
+        }
         let event = match (kind, is_error) {
             (RequestKind::Authentication, false) => {
                 self.events.push_back(StreamEvent::Authenticated);
