@@ -39,6 +39,55 @@ struct Outgoing {
 /// command gets the Close frame out (or the socket dropped) at once, even on an idle stream.
 /// Events already queued (complete messages received before the stop) are still delivered,
 /// then the end event.
+///
+/// A blocking driver, to show the order of calls (a real adapter waits on readiness, a
+/// command channel and `poll_timeout` at once):
+///
+/// ```no_run
+/// use std::io::{Read, Write};
+/// use std::net::TcpStream;
+/// use std::time::Instant;
+/// use feedwire_core::{os_seed, Stream, StreamConfig, StreamEvent, TransportCommand};
+///
+/// let config = StreamConfig::binance_stream("ws://127.0.0.1:9001/ws");
+/// let mut stream = Stream::new(config, os_seed(), Instant::now())?;
+/// stream.subscribe(&["btcusdt@aggTrade"], Instant::now())?;
+/// let mut sock: Option<TcpStream> = None;
+/// while !stream.state().is_terminal() {
+///     while let Some(chunk) = stream.poll_transmit() {
+///         sock.as_mut().expect("connected").write_all(&chunk)?;
+///     }
+///     while let Some(cmd) = stream.poll_transport() {
+///         match cmd {
+///             TransportCommand::Connect(ep) => match TcpStream::connect((ep.host.as_str(), ep.port)) {
+///                 Ok(s) => {
+///                     sock = Some(s);
+///                     stream.handle_connected(Instant::now());
+///                 }
+///                 Err(e) => stream.handle_connect_failed(&e.to_string(), Instant::now()),
+///             },
+///             TransportCommand::Disconnect => sock = None,
+///         }
+///     }
+///     while let Some(event) = stream.poll_event() {
+///         if let StreamEvent::Data { payload, .. } = event {
+///             println!("{} bytes", payload.len());
+///         }
+///     }
+///     if let (Some(s), true) = (sock.as_mut(), stream.is_connected()) {
+///         // A real adapter bounds this wait by `poll_timeout()` and calls `handle_timeout`.
+///         match s.read(stream.read_buf()) {
+///             Ok(0) => stream.handle_eof(Instant::now()),
+///             Ok(n) => stream.handle_read(n, Instant::now()),
+///             Err(e) => stream.handle_transport_error(&e.to_string(), Instant::now()),
+///         }
+///     } else if let Some(at) = stream.poll_timeout() {
+///         std::thread::sleep(at.saturating_duration_since(Instant::now()));
+///         stream.handle_timeout(Instant::now());
+///     }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Stream {
     config: StreamConfig,
