@@ -7,7 +7,7 @@ use std::hint::black_box;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use feedwire_core::{classify, Delimiter, LineClient, LineEvent, RouteRules};
+use feedwire_core::{Classifier, Delimiter, LineClient, LineEvent, RouteRules};
 
 const READ: usize = 256 * 1024;
 
@@ -95,7 +95,7 @@ fn lines(c: &mut Criterion) {
 
 fn classification(c: &mut Criterion) {
     let mut group = c.benchmark_group("classify");
-    let binance = RouteRules::binance_stream();
+    let binance = Classifier::new(RouteRules::binance_stream());
     for (name, len) in [("0.2KB", 200usize), ("9KB", 9_300), ("454KB", 454_000)] {
         let mut data = br#"{"stream":"btcusdt@depth","data":{"e":"depthUpdate","E":1700000000000,"s":"BTCUSDT","b":["#.to_vec();
         while data.len() < len - 3 {
@@ -105,17 +105,17 @@ fn classification(c: &mut Criterion) {
         data.extend_from_slice(b"]}}");
         let data = Bytes::from(data);
         group.bench_function(format!("binance_data_{name}"), |b| {
-            b.iter(|| classify(black_box(&data), &binance))
+            b.iter(|| binance.classify(black_box(&data)))
         });
     }
     let response = Bytes::from_static(br#"{"result":null,"id":123456}"#);
     group.bench_function("binance_response", |b| {
-        b.iter(|| classify(black_box(&response), &binance))
+        b.iter(|| binance.classify(black_box(&response)))
     });
-    let betfair = RouteRules::betfair();
+    let betfair = Classifier::new(RouteRules::betfair());
     let mcm = Bytes::from(mcm_line(1, 2000));
     group.bench_function("betfair_mcm_2KB", |b| {
-        b.iter(|| classify(black_box(&mcm), &betfair))
+        b.iter(|| betfair.classify(black_box(&mcm)))
     });
     group.finish();
 }

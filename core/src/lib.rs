@@ -41,8 +41,8 @@ pub use lines::{Delimiter, LineClient, LineEvent, LineFramer};
 pub use mask::apply_mask;
 pub use rng::{os_seed, Seed};
 pub use route::{
-    classify, Class, Condition, Extracted, IdStyle, PendingRequests, RequestHandle, RequestId,
-    ResponseId, RouteRules, Routed, Router, RouterConfig, TimedOut,
+    classify, Class, Classifier, Condition, Extracted, IdStyle, PendingRequests, RequestHandle,
+    RequestId, ResponseId, RouteRules, Routed, Router, RouterConfig, TimedOut,
 };
 pub use stream::{
     BetfairAuth, BetfairSubscription, EndReason, Profile, ReconnectPolicy, RequestKind,

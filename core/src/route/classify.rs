@@ -44,9 +44,77 @@ pub enum Class {
 /// (at most three keys).
 pub type Extracted = [Option<Bytes>; 3];
 
-/// Classifies `payload` by its first `rules.scan_len` bytes.
+/// Classifies `payload` by its first `rules.scan_len` bytes. Compiles the rules on every
+/// call; hot paths keep a [`Classifier`].
 pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
-    let head = &payload[..payload.len().min(rules.scan_len)];
+    Classifier::new(rules.clone()).classify(payload)
+}
+
+/// Rules compiled for speed: before any structural scan, the head is searched (SIMD
+/// substring search) for the substrings without which no rule can hold — `"result"`,
+/// `"error"`, `"serverShutdown"` for Binance streams. A head holding none of them is plain
+/// data, which is the common case, so most messages cost a few substring searches over at
+/// most `scan_len` bytes instead of a byte-by-byte walk through nested values. Rules that
+/// extract fields from every message (Betfair) always scan.
+#[derive(Debug, Clone)]
+pub struct Classifier {
+    rules: RouteRules,
+    needles: Vec<memchr::memmem::Finder<'static>>,
+}
+
+impl Classifier {
+    /// Compiles `rules`.
+    pub fn new(rules: RouteRules) -> Self {
+        let quoted = |k: &str| format!("\"{k}\"");
+        let mut needles: Vec<String> = Vec::new();
+        for c in rules
+            .response
+            .iter()
+            .chain(&rules.heartbeat)
+            .chain(&rules.shutdown)
+        {
+            needles.push(match c {
+                // The value is rarer than the key (`"serverShutdown"` versus `"e"`).
+                Condition::Equals { token, .. } if token.len() >= 3 => token.clone(),
+                other => quoted(other.key()),
+            });
+        }
+        if !rules.extract_keys.is_empty() {
+            // Extracted keys (Betfair `op`) are in nearly every message: a prefilter would
+            // always pass, so go straight to the scan.
+            needles.clear();
+        }
+        needles.sort();
+        needles.dedup();
+        let needles = needles
+            .iter()
+            .map(|n| memchr::memmem::Finder::new(n.as_bytes()).into_owned())
+            .collect();
+        Self { rules, needles }
+    }
+
+    /// The rules it was compiled from.
+    pub fn rules(&self) -> &RouteRules {
+        &self.rules
+    }
+
+    /// Classifies `payload` by its first `scan_len` bytes.
+    pub fn classify(&self, payload: &Bytes) -> Class {
+        let head = &payload[..payload.len().min(self.rules.scan_len)];
+        let prefiltered = !self.needles.is_empty();
+        if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
+            return Class::Data {
+                heartbeat: false,
+                shutdown: false,
+                extracted: Extracted::default(),
+            };
+        }
+        scan(payload, head, &self.rules)
+    }
+}
+
+/// The structural scan of a head that may hold a rule's key.
+fn scan(payload: &Bytes, head: &[u8], rules: &RouteRules) -> Class {
     // The first occurrence of each key the rules mention; rules hold a handful of keys, so
     // a linear list beats hashing.
     let mut seen: [Option<(&str, Value)>; 8] = Default::default();

@@ -66,7 +66,13 @@ impl<'a> TopLevelPairs<'a> {
         let start = self.pos + 1;
         let mut i = start;
         loop {
-            let at = memchr::memchr2(b'"', b'\\', self.head.get(i..)?)? + i;
+            // Strings in a head are short: a plain scan beats memchr's per-call setup here.
+            let at = self
+                .head
+                .get(i..)?
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\')?
+                + i;
             if self.head[at] == b'\\' {
                 i = at + 2; // the escaped byte cannot close the string
             } else {
@@ -76,29 +82,36 @@ impl<'a> TopLevelPairs<'a> {
         }
     }
 
-    /// At `{` or `[`: skips to the matching close; `false` if the head ends first.
+    /// At `{` or `[`: skips to the matching close; `false` if the head ends first. Brackets
+    /// of both kinds count as one depth: this is a classifier, not a validator. One tight
+    /// loop with its state in locals: nested values fill most heads, so this is the hot part.
     fn composite(&mut self) -> bool {
-        let mut depth = 0usize;
-        while let Some(b) = self.peek() {
+        let (mut depth, mut in_string, mut escaped) = (0u32, false, false);
+        for (i, &b) in self.head[self.pos..].iter().enumerate() {
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == b'"' {
+                    in_string = false;
+                }
+                continue;
+            }
             match b {
+                b'"' => in_string = true,
                 b'{' | b'[' => depth += 1,
                 b'}' | b']' => {
                     depth -= 1;
                     if depth == 0 {
-                        self.pos += 1;
+                        self.pos += i + 1;
                         return true;
                     }
                 }
-                b'"' => {
-                    if self.string().is_none() {
-                        return false;
-                    }
-                    continue;
-                }
                 _ => {}
             }
-            self.pos += 1;
         }
+        self.pos = self.head.len();
         false
     }
 

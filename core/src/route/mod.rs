@@ -7,7 +7,7 @@ mod pending;
 mod router;
 mod rules;
 
-pub use classify::{classify, Class, Extracted, ResponseId};
+pub use classify::{classify, Class, Classifier, Extracted, ResponseId};
 pub use pending::{PendingRequests, RequestHandle, RequestId};
 pub use router::{IdStyle, Routed, Router, RouterConfig, TimedOut};
 pub use rules::{Condition, RouteRules};

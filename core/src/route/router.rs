@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::classify::{classify, Class, Extracted, ResponseId};
+use super::classify::{Class, Classifier, Extracted, ResponseId};
 use super::pending::{PendingRequests, RequestHandle, RequestId};
 use super::rules::RouteRules;
 use crate::error::CorrelationError;
@@ -127,6 +127,7 @@ pub struct TimedOut<T> {
 #[derive(Debug)]
 pub struct Router<T> {
     config: RouterConfig,
+    classifier: Classifier,
     pending: PendingRequests<T>,
     /// The last integer id handed out.
     last_int: u64,
@@ -138,6 +139,7 @@ impl<T> Router<T> {
     /// A router; `seed` feeds UUID ids.
     pub fn new(config: RouterConfig, seed: Seed) -> Self {
         Self {
+            classifier: Classifier::new(config.rules.clone()),
             pending: PendingRequests::new(config.max_pending),
             config,
             last_int: 0,
@@ -182,7 +184,7 @@ impl<T> Router<T> {
 
     /// Routes a text message (or line) by its head.
     pub fn route(&mut self, payload: Bytes) -> Routed<T> {
-        match classify(&payload, &self.config.rules) {
+        match self.classifier.classify(&payload) {
             Class::Data {
                 heartbeat,
                 shutdown,
