@@ -22,6 +22,13 @@ use crate::ws::CloseInitiator;
 /// Streams per SUBSCRIBE message when (re)subscribing many at once.
 const STREAMS_PER_REQUEST: usize = 200;
 
+/// The two Betfair feeds, as indexes into the per-feed arrays.
+#[derive(Debug, Clone, Copy)]
+enum Feed {
+    Markets = 0,
+    Orders = 1,
+}
+
 /// A control message waiting for the pacing budget.
 #[derive(Debug)]
 struct Outgoing {
@@ -116,10 +123,10 @@ pub struct Stream {
     stop_requested: bool,
     /// Binance streams the application wants.
     streams: BTreeSet<String>,
-    market_sub: Option<BetfairSubscription>,
-    order_sub: Option<BetfairSubscription>,
-    market_clocks: Clocks,
-    order_clocks: Clocks,
+    /// Betfair market and order subscriptions, indexed by [`Feed`].
+    betfair_subs: [Option<BetfairSubscription>; 2],
+    /// Their stream positions, indexed by [`Feed`].
+    clocks: [Clocks; 2],
     outbox: VecDeque<Outgoing>,
     /// Send times of the last `control_rate` paced messages.
     paced: VecDeque<Instant>,
@@ -161,10 +168,8 @@ impl Stream {
             planned: None,
             stop_requested: false,
             streams: BTreeSet::new(),
-            market_sub: None,
-            order_sub: None,
-            market_clocks: Clocks::default(),
-            order_clocks: Clocks::default(),
+            betfair_subs: [None, None],
+            clocks: [Clocks::default(), Clocks::default()],
             outbox: VecDeque::new(),
             paced: VecDeque::new(),
             stats: Stats::new(now),
@@ -444,16 +449,7 @@ impl Stream {
         sub: BetfairSubscription,
         now: Instant,
     ) -> Result<(), StreamError> {
-        self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
-        self.market_clocks = Clocks::default();
-        let open = matches!(self.state, StreamState::Open);
-        self.market_sub = Some(sub);
-        self.stats.current.subscriptions = self.betfair_subscriptions() as u64;
-        if open {
-            self.arm_first_data(now);
-            self.send_market_subscription(now)?;
-        }
-        Ok(())
+        self.set_betfair_subscription(Feed::Markets, sub, now)
     }
 
     /// Sets the Betfair order subscription; see [`subscribe_markets`](Self::subscribe_markets).
@@ -462,16 +458,7 @@ impl Stream {
         sub: BetfairSubscription,
         now: Instant,
     ) -> Result<(), StreamError> {
-        self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
-        self.order_clocks = Clocks::default();
-        let open = matches!(self.state, StreamState::Open);
-        self.order_sub = Some(sub);
-        self.stats.current.subscriptions = self.betfair_subscriptions() as u64;
-        if open {
-            self.arm_first_data(now);
-            self.send_order_subscription(now)?;
-        }
-        Ok(())
+        self.set_betfair_subscription(Feed::Orders, sub, now)
     }
 
     /// Sends an application text message (or line) as is.
@@ -551,7 +538,7 @@ impl Stream {
     }
 
     fn betfair_subscriptions(&self) -> usize {
-        usize::from(self.market_sub.is_some()) + usize::from(self.order_sub.is_some())
+        self.betfair_subs.iter().flatten().count()
     }
 
     fn state_code(&self) -> u8 {
@@ -696,28 +683,39 @@ impl Stream {
         Ok(id)
     }
 
-    fn send_market_subscription(&mut self, now: Instant) -> Result<(), StreamError> {
-        if let Some(sub) = &self.market_sub {
-            let t = profile::betfair_subscription(
-                "marketSubscription",
-                "marketFilter",
-                sub,
-                &self.market_clocks,
-            );
-            self.send_request(RequestKind::MarketSubscription, &t, now)?;
+    fn set_betfair_subscription(
+        &mut self,
+        feed: Feed,
+        sub: BetfairSubscription,
+        now: Instant,
+    ) -> Result<(), StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
+        self.clocks[feed as usize] = Clocks::default();
+        self.betfair_subs[feed as usize] = Some(sub);
+        self.stats.current.subscriptions = self.betfair_subscriptions() as u64;
+        if matches!(self.state, StreamState::Open) {
+            self.arm_first_data(now);
+            self.send_betfair_subscription(feed, now)?;
         }
         Ok(())
     }
 
-    fn send_order_subscription(&mut self, now: Instant) -> Result<(), StreamError> {
-        if let Some(sub) = &self.order_sub {
-            let t = profile::betfair_subscription(
-                "orderSubscription",
-                "orderFilter",
-                sub,
-                &self.order_clocks,
-            );
-            self.send_request(RequestKind::OrderSubscription, &t, now)?;
+    fn send_betfair_subscription(&mut self, feed: Feed, now: Instant) -> Result<(), StreamError> {
+        if let Some(sub) = &self.betfair_subs[feed as usize] {
+            let (op, filter, kind) = match feed {
+                Feed::Markets => (
+                    "marketSubscription",
+                    "marketFilter",
+                    RequestKind::MarketSubscription,
+                ),
+                Feed::Orders => (
+                    "orderSubscription",
+                    "orderFilter",
+                    RequestKind::OrderSubscription,
+                ),
+            };
+            let t = profile::betfair_subscription(op, filter, sub, &self.clocks[feed as usize]);
+            self.send_request(kind, &t, now)?;
         }
         Ok(())
     }
@@ -756,8 +754,8 @@ impl Stream {
                 }
                 if let [Some(op), initial, clk] = extracted {
                     let clocks = match &op[..] {
-                        b"mcm" => Some(&mut self.market_clocks),
-                        b"ocm" => Some(&mut self.order_clocks),
+                        b"mcm" => Some(&mut self.clocks[Feed::Markets as usize]),
+                        b"ocm" => Some(&mut self.clocks[Feed::Orders as usize]),
                         _ => None,
                     };
                     if let Some(c) = clocks {
@@ -839,8 +837,8 @@ impl Stream {
             (RequestKind::Authentication, false) => {
                 self.events.push_back(StreamEvent::Authenticated);
                 let before = self.stats.current.messages_sent;
-                let _ = self.send_market_subscription(now);
-                let _ = self.send_order_subscription(now);
+                let _ = self.send_betfair_subscription(Feed::Markets, now);
+                let _ = self.send_betfair_subscription(Feed::Orders, now);
                 let count = (self.stats.current.messages_sent - before) as usize;
                 if self.session_is_reconnect && count > 0 {
                     self.events.push_back(StreamEvent::Resubscribed { count });
