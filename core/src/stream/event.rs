@@ -55,6 +55,9 @@ pub enum EndReason {
     /// A response configured as fatal (e.g. a refused subscription or authentication).
     #[error("fatal response: {}", String::from_utf8_lossy(.0))]
     FatalResponse(Bytes),
+    /// A request the stream needs (Betfair authentication) could not be sent.
+    #[error("could not send a required request: {0}")]
+    RequestFailed(crate::error::StreamError),
     /// [`crate::Stream::crash`] was called.
     #[error("crashed on request: {0}")]
     UserCrash(String),

@@ -611,13 +611,10 @@ impl Stream {
             }
             Profile::Betfair(auth) => {
                 let template = profile::betfair_authentication(&auth);
-                // The id table is bounded; a full table here is a broken invariant of ours
-                // only if the application filled it, so report it as a crash reason.
+                // Only a full pending-request table can refuse this; without a login the
+                // stream is useless, so that ends it with the reason.
                 if let Err(e) = self.send_request(RequestKind::Authentication, &template, now) {
-                    self.finish(
-                        StreamState::Crashed(EndReason::Transport(e.to_string())),
-                        now,
-                    );
+                    self.finish(StreamState::Crashed(EndReason::RequestFailed(e)), now);
                 }
             }
             Profile::BinanceWsApi => {}
