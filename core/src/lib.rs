@@ -26,6 +26,7 @@ mod route;
 mod stream;
 #[doc(hidden)]
 pub mod testing;
+mod tls;
 mod transmit;
 mod utf8;
 mod ws;
@@ -44,10 +45,15 @@ pub use route::{
     classify, Class, Classifier, Condition, Extracted, IdStyle, PendingRequests, RequestHandle,
     RequestId, ResponseId, RouteRules, Routed, Router, RouterConfig, TimedOut,
 };
+/// The TLS library, re-exported so that custom `ClientConfig`s and root stores match ours.
+pub use rustls;
 pub use stream::{
     BetfairAuth, BetfairSubscription, EndReason, Profile, ReconnectPolicy, RequestKind,
     StatsHandle, StatsSnapshot, Stream, StreamConfig, StreamEvent, StreamState, Timeouts,
     TransportCommand,
+};
+pub use tls::{
+    default_tls_config, tls_config_with_roots, PlaintextSink, StreamInput, TlsError, TlsSession,
 };
 pub use ws::{
     CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind, State, WebSocketClient,

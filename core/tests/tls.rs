@@ -1,0 +1,263 @@
+//! The shared TLS layer against an in-memory rustls server with a CA generated at test
+//! time: handshake, WebSocket over TLS, certificate failures, truncation.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use feedwire_core::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use feedwire_core::rustls::{self, RootCertStore, ServerConfig, ServerConnection};
+use feedwire_core::testing::{accept_response, server_frame};
+use feedwire_core::{
+    tls_config_with_roots, Event, PlaintextSink, TlsError, TlsSession, WebSocketClient, WsConfig,
+};
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+
+/// A CA and a server certificate for `names`, signed by it.
+fn test_pki(names: &[&str]) -> (RootCertStore, Arc<ServerConfig>) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::from_params(&ca_params, &ca_key);
+    let key = KeyPair::generate().unwrap();
+    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    let cert = CertificateParams::new(names)
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let mut roots = RootCertStore::empty();
+    roots.add(ca_cert.der().clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(cert.der().to_vec())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    (roots, Arc::new(server))
+}
+
+/// Moves bytes both ways until nothing moves; returns the plaintext the server received.
+fn pump(
+    client: &mut TlsSession,
+    server: &mut ServerConnection,
+    sink: &mut impl PlaintextSink,
+) -> Result<Vec<u8>, TlsError> {
+    let mut received = Vec::new();
+    loop {
+        let mut progressed = false;
+        while let Some(c) = client.poll_transmit() {
+            let mut input = &c[..];
+            while !input.is_empty() {
+                server.read_tls(&mut input).unwrap();
+                if let Err(e) = server.process_new_packets() {
+                    // Let the server's alert reach the client.
+                    let mut alert = Vec::new();
+                    let _ = server.write_tls(&mut alert);
+                    deliver(client, &alert, sink)?;
+                    return Err(TlsError::Rustls(e));
+                }
+                // Drain as we go: rustls holds only a bounded amount of plaintext.
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = server.reader().read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    received.extend_from_slice(&buf[..n]);
+                }
+            }
+            progressed = true;
+        }
+        let mut out = Vec::new();
+        while server.wants_write() {
+            server.write_tls(&mut out).unwrap();
+        }
+        if !out.is_empty() {
+            deliver(client, &out, sink)?;
+            progressed = true;
+        }
+        if !progressed {
+            return Ok(received);
+        }
+    }
+}
+
+fn deliver(
+    client: &mut TlsSession,
+    mut bytes: &[u8],
+    sink: &mut impl PlaintextSink,
+) -> Result<(), TlsError> {
+    while !bytes.is_empty() {
+        let buf = client.read_buf();
+        let n = buf.len().min(bytes.len());
+        buf[..n].copy_from_slice(&bytes[..n]);
+        client.handle_read(n, sink)?;
+        bytes = &bytes[n..];
+    }
+    Ok(())
+}
+
+#[test]
+fn websocket_over_tls_with_a_test_ca() {
+    let (roots, server_config) = test_pki(&["localhost"]);
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
+    let mut server = ServerConnection::new(server_config).unwrap();
+    let mut ws =
+        WebSocketClient::new("wss://localhost:9443/ws", WsConfig::default(), [1; 32]).unwrap();
+    assert!(tls.is_handshaking());
+    pump(&mut tls, &mut server, &mut ws).unwrap();
+    assert!(!tls.is_handshaking());
+    while let Some(c) = ws.poll_transmit() {
+        tls.write_plaintext(&c);
+    }
+    let request = pump(&mut tls, &mut server, &mut ws).unwrap();
+    assert!(request.starts_with(b"GET /ws HTTP/1.1\r\n"));
+    // The server answers and streams a large message across many TLS records.
+    let big = "x".repeat(300_000);
+    server.set_buffer_limit(None);
+    server
+        .writer()
+        .write_all(&accept_response(&request))
+        .unwrap();
+    server
+        .writer()
+        .write_all(&server_frame(true, 1, b"{\"e\":\"aggTrade\"}"))
+        .unwrap();
+    server
+        .writer()
+        .write_all(&server_frame(true, 1, big.as_bytes()))
+        .unwrap();
+    pump(&mut tls, &mut server, &mut ws).unwrap();
+    let events: Vec<Event> = std::iter::from_fn(|| ws.poll_event()).collect();
+    assert!(matches!(&events[0], Event::Opened(_)));
+    assert!(matches!(&events[1], Event::Message(m) if m.payload == "{\"e\":\"aggTrade\"}"));
+    assert!(matches!(&events[2], Event::Message(m) if m.payload == big.as_bytes()));
+    // A large outgoing message passes rustls's default buffer cap.
+    ws.send_text(&big).unwrap();
+    while let Some(c) = ws.poll_transmit() {
+        tls.write_plaintext(&c);
+    }
+    let echoed = pump(&mut tls, &mut server, &mut ws).unwrap();
+    assert!(echoed.len() > 300_000);
+    // Clean end: close_notify, then EOF.
+    server.send_close_notify();
+    pump(&mut tls, &mut server, &mut ws).unwrap();
+    assert!(tls.is_closed_by_peer());
+    assert_eq!(tls.handle_eof(&mut ws), Ok(()));
+}
+
+#[test]
+fn unknown_ca_is_a_certificate_error() {
+    let (_, server_config) = test_pki(&["localhost"]);
+    let (other_roots, _) = test_pki(&["localhost"]);
+    let mut tls = TlsSession::new(tls_config_with_roots(other_roots), "localhost").unwrap();
+    let mut server = ServerConnection::new(server_config).unwrap();
+    let mut ws = WebSocketClient::new("wss://localhost/", WsConfig::default(), [1; 32]).unwrap();
+    let err = pump(&mut tls, &mut server, &mut ws).unwrap_err();
+    assert!(err.is_certificate_error(), "{err:?}");
+}
+
+#[test]
+fn name_mismatch_is_a_certificate_error() {
+    let (roots, server_config) = test_pki(&["stream.example"]);
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
+    let mut server = ServerConnection::new(server_config).unwrap();
+    let mut ws = WebSocketClient::new("wss://localhost/", WsConfig::default(), [1; 32]).unwrap();
+    let err = pump(&mut tls, &mut server, &mut ws).unwrap_err();
+    assert!(err.is_certificate_error(), "{err:?}");
+}
+
+#[test]
+fn ip_address_names_verify_too() {
+    let (roots, server_config) = test_pki(&["127.0.0.1"]);
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), "127.0.0.1").unwrap();
+    let mut server = ServerConnection::new(server_config).unwrap();
+    let mut ws = WebSocketClient::new("wss://127.0.0.1/", WsConfig::default(), [1; 32]).unwrap();
+    pump(&mut tls, &mut server, &mut ws).unwrap();
+    assert!(!tls.is_handshaking());
+}
+
+#[test]
+fn eof_without_close_notify_is_truncation() {
+    let (roots, server_config) = test_pki(&["localhost"]);
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
+    let mut server = ServerConnection::new(server_config).unwrap();
+    let mut ws = WebSocketClient::new("wss://localhost/", WsConfig::default(), [1; 32]).unwrap();
+    pump(&mut tls, &mut server, &mut ws).unwrap();
+    assert_eq!(tls.handle_eof(&mut ws), Err(TlsError::UnexpectedEof));
+}
+
+#[test]
+fn invalid_server_name_is_typed() {
+    let (roots, _) = test_pki(&["localhost"]);
+    let err = TlsSession::new(tls_config_with_roots(roots), "not a host name").unwrap_err();
+    assert_eq!(err, TlsError::InvalidServerName("not a host name".into()));
+}
+
+#[test]
+fn betfair_stream_over_tls_through_stream_input() {
+    use feedwire_core::{BetfairAuth, Stream, StreamConfig, StreamEvent, StreamInput};
+    let (roots, server_config) = test_pki(&["localhost"]);
+    let now = std::time::Instant::now();
+    let auth = BetfairAuth {
+        app_key: "k".into(),
+        session: "s".into(),
+    };
+    let mut stream = Stream::new(
+        StreamConfig::betfair("tls://localhost:4443", auth),
+        [2; 32],
+        now,
+    )
+    .unwrap();
+    assert!(stream.endpoint().scheme.is_tls());
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), &stream.endpoint().host).unwrap();
+    let mut server = ServerConnection::new(server_config).unwrap();
+    pump(
+        &mut tls,
+        &mut server,
+        &mut StreamInput {
+            stream: &mut stream,
+            now,
+        },
+    )
+    .unwrap();
+    assert!(!tls.is_handshaking());
+    stream.handle_connected(now);
+    server
+        .writer()
+        .write_all(b"{\"op\":\"connection\",\"connectionId\":\"1\"}\r\n")
+        .unwrap();
+    pump(
+        &mut tls,
+        &mut server,
+        &mut StreamInput {
+            stream: &mut stream,
+            now,
+        },
+    )
+    .unwrap();
+    while let Some(c) = stream.poll_transmit() {
+        tls.write_plaintext(&c);
+    }
+    let login = pump(
+        &mut tls,
+        &mut server,
+        &mut StreamInput {
+            stream: &mut stream,
+            now,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        login,
+        b"{\"op\":\"authentication\",\"id\":1,\"appKey\":\"k\",\"session\":\"s\"}\r\n"
+    );
+    let events: Vec<StreamEvent> = std::iter::from_fn(|| stream.poll_event()).collect();
+    assert!(
+        events.contains(&StreamEvent::Opened { reconnected: false }),
+        "{events:?}"
+    );
+}
