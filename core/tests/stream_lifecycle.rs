@@ -777,3 +777,12 @@ fn a_refused_subscription_is_not_kept_for_resubscription() {
         vec![r#"{"method":"SUBSCRIBE","params":["good@trade"],"id":2}"#]
     );
 }
+
+#[test]
+fn read_buf_is_empty_without_a_connection() {
+    let mut h = subscribed_stream();
+    assert!(!h.s.read_buf().is_empty());
+    h.s.crash("gone", h.now);
+    assert!(!h.s.is_connected());
+    assert!(h.s.read_buf().is_empty());
+}

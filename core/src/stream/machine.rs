@@ -208,16 +208,15 @@ impl Stream {
 
     // ----- input -----
 
-    /// Space for the next read from the connection.
-    ///
-    /// # Panics
-    /// If there is no connection (the transport must only read between
-    /// [`handle_connected`](Self::handle_connected) and a `Disconnect`).
+    /// Space for the next read from the connection; empty when there is none (the stream
+    /// ended the connection in this very call and a `Disconnect` is waiting in
+    /// [`poll_transport`](Self::poll_transport)): check [`is_connected`](Self::is_connected)
+    /// before reading.
     pub fn read_buf(&mut self) -> &mut [u8] {
-        self.conn
-            .as_mut()
-            .expect("read_buf is only called while a connection is up")
-            .read_buf()
+        match self.conn.as_mut() {
+            Some(conn) => conn.read_buf(),
+            None => &mut [],
+        }
     }
 
     /// The transport connected (TCP, and TLS for `wss`/`tls`).

@@ -1,0 +1,15 @@
+//! # feedwire-replay
+//!
+//! A local market-data server for tests, demos and benchmarks: WebSocket (Binance-style) and
+//! CRLF lines (Betfair-style), plain or TLS with a CA generated at start-up, on 127.0.0.1.
+//! Deterministic payloads in the shapes of real streams, firehose or paced delivery, real
+//! subscription answers, and faults on demand.
+
+mod pki;
+mod scenario;
+mod server;
+mod wire;
+
+pub use pki::TestPki;
+pub use scenario::Scenario;
+pub use server::{Fault, Mode, ReplayConfig, ReplayServer};

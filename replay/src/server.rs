@@ -1,0 +1,607 @@
+//! The replay server: a tokio runtime on its own thread, one task per connection.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::pki::TestPki;
+use crate::scenario::Scenario;
+use crate::wire::{self, ClientFrame};
+
+/// Bytes per write in firehose mode (whole frames or lines only).
+const BATCH: usize = 256 * 1024;
+
+/// How data is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Pre-encoded messages in large writes, as fast as the socket takes them.
+    Firehose,
+    /// A fixed rate; every message starts with `"ts_us":<send time, µs since the epoch>`.
+    Paced {
+        /// Messages per second.
+        per_sec: u32,
+    },
+}
+
+/// A misbehaviour on demand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// Answer the subscription, then send nothing.
+    SilenceAfterSubscribe,
+    /// After this many messages, write half a frame (or line) and close.
+    CloseMidFrame {
+        /// Messages sent first.
+        after: usize,
+    },
+    /// After this many messages, reset the TCP connection.
+    Reset {
+        /// Messages sent first.
+        after: usize,
+    },
+    /// Refuse the WebSocket upgrade with this HTTP status (429, 503).
+    RefuseUpgrade(u16),
+    /// After this many messages, send a Binance `serverShutdown` notice, then go on.
+    ServerShutdown {
+        /// Messages sent first.
+        after: usize,
+    },
+}
+
+/// What the server serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayConfig {
+    /// Payload shapes; `betfair_mcm` is served as CRLF lines, the rest as WebSocket.
+    pub scenario: Scenario,
+    /// Messages per connection (default: the scenario's count).
+    pub count: Option<usize>,
+    /// Firehose or paced.
+    pub mode: Mode,
+    /// A fault, if any.
+    pub fault: Option<Fault>,
+    /// Serve TLS with a CA generated at start-up.
+    pub tls: bool,
+    /// Payload seed.
+    pub seed: u64,
+    /// Port on 127.0.0.1 (0: any free port).
+    pub port: u16,
+}
+
+impl ReplayConfig {
+    /// A firehose of `scenario`, plain TCP, any port.
+    pub fn new(scenario: Scenario) -> Self {
+        Self {
+            scenario,
+            count: None,
+            mode: Mode::Firehose,
+            fault: None,
+            tls: false,
+            seed: 1,
+            port: 0,
+        }
+    }
+}
+
+/// Pre-encoded messages shared by every connection.
+#[derive(Debug)]
+struct Shared {
+    config: ReplayConfig,
+    payloads: Vec<Bytes>,
+    /// Every distinct payload encoded (frame or line), back to back.
+    encoded: Bytes,
+    /// `offsets[i]..offsets[i + 1]` is payload `i` encoded.
+    offsets: Vec<usize>,
+    total: usize,
+    connections: AtomicU64,
+}
+
+impl Shared {
+    fn encode(&self, payload: &[u8], out: &mut Vec<u8>) {
+        if self.config.scenario.is_lines() {
+            out.extend_from_slice(payload);
+            out.extend_from_slice(b"\r\n");
+        } else {
+            wire::push_frame(out, 1, payload);
+        }
+    }
+}
+
+/// A running replay server; dropping it stops it.
+#[derive(Debug)]
+pub struct ReplayServer {
+    addr: SocketAddr,
+    pki: Option<TestPki>,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ReplayServer {
+    /// Binds 127.0.0.1 and starts serving on a thread of its own.
+    pub fn start(config: ReplayConfig) -> io::Result<Self> {
+        let payloads = config.scenario.payloads(config.seed);
+        let total = config.count.unwrap_or(config.scenario.default_count());
+        let mut encoded = Vec::new();
+        let mut offsets = vec![0];
+        let mut shared = Shared {
+            config: config.clone(),
+            payloads: Vec::new(),
+            encoded: Bytes::new(),
+            offsets: Vec::new(),
+            total,
+            connections: AtomicU64::new(0),
+        };
+        for p in &payloads {
+            shared.encode(p, &mut encoded);
+            offsets.push(encoded.len());
+        }
+        shared.payloads = payloads;
+        shared.encoded = Bytes::from(encoded);
+        shared.offsets = offsets;
+        let shared = Arc::new(shared);
+        let pki = if config.tls {
+            Some(TestPki::generate().map_err(io::Error::other)?)
+        } else {
+            None
+        };
+        let listener = std::net::TcpListener::bind(("127.0.0.1", config.port))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let acceptor = pki
+            .as_ref()
+            .map(|p| tokio_rustls::TlsAcceptor::from(p.server.clone()));
+        let task_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("feedwire-replay".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime");
+                rt.block_on(async move {
+                    let listener = TcpListener::from_std(listener).expect("listener into tokio");
+                    tokio::select! {
+                        _ = accept_loop(listener, acceptor, task_shared) => {}
+                        _ = stop_rx => {}
+                    }
+                });
+            })?;
+        tracing::info!(%addr, scenario = config.scenario.name(), tls = config.tls, "replay server listening");
+        Ok(Self {
+            addr,
+            pki,
+            shared,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The URL a client connects to: `ws://`/`wss://…/stream?streams=…` (streaming starts
+    /// after the handshake) or `tcp://`/`tls://` for lines.
+    pub fn url(&self) -> String {
+        let port = self.addr.port();
+        match (
+            self.shared.config.scenario.is_lines(),
+            self.shared.config.tls,
+        ) {
+            (true, false) => format!("tcp://127.0.0.1:{port}"),
+            (true, true) => format!("tls://127.0.0.1:{port}"),
+            (false, tls) => {
+                let scheme = if tls { "wss" } else { "ws" };
+                format!("{scheme}://127.0.0.1:{port}/stream?streams=btcusdt@aggTrade")
+            }
+        }
+    }
+
+    /// The URL of the bare endpoint: streaming starts after a SUBSCRIBE.
+    pub fn subscribe_url(&self) -> String {
+        let url = self.url();
+        url.split_once("/stream?")
+            .map_or(url.clone(), |(base, _)| format!("{base}/ws"))
+    }
+
+    /// The CA to trust for TLS, if serving TLS.
+    pub fn pki(&self) -> Option<&TestPki> {
+        self.pki.as_ref()
+    }
+
+    /// Messages each connection receives.
+    pub fn messages_per_connection(&self) -> usize {
+        self.shared.total
+    }
+
+    /// The distinct payloads, in the order served (message `i` is `payloads[i % len]`).
+    pub fn payloads(&self) -> &[Bytes] {
+        &self.shared.payloads
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.shared.connections.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for ReplayServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    shared: Arc<Shared>,
+) {
+    while let Ok((sock, _)) = listener.accept().await {
+        shared.connections.fetch_add(1, Ordering::Relaxed);
+        let _ = sock.set_nodelay(true);
+        let shared = shared.clone();
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            if matches!(shared.config.fault, Some(Fault::Reset { .. })) {
+                // Dropping the socket then sends RST instead of FIN.
+                let _ = sock.set_zero_linger();
+            }
+            let result = match acceptor {
+                Some(a) => match a.accept(sock).await {
+                    Ok(tls) => serve(tls, shared).await,
+                    Err(e) => Err(e),
+                },
+                None => serve(sock, shared).await,
+            };
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "replay connection ended");
+            }
+        });
+    }
+}
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    sock: S,
+    shared: Arc<Shared>,
+) -> io::Result<()> {
+    let (mut rd, mut wr) = tokio::io::split(sock);
+    let lines = shared.config.scenario.is_lines();
+    let mut inbuf = Vec::with_capacity(4096);
+    let mut start_now = false;
+    if lines {
+        let greeting = format!(
+            "{{\"op\":\"connection\",\"connectionId\":\"replay-{}\"}}\r\n",
+            shared.connections.load(Ordering::Relaxed)
+        );
+        wr.write_all(greeting.as_bytes()).await?;
+    } else {
+        let upgrade = loop {
+            let mut tmp = [0u8; 4096];
+            let n = rd.read(&mut tmp).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            inbuf.extend_from_slice(&tmp[..n]);
+            match wire::parse_upgrade(&inbuf) {
+                Ok(Some(u)) => break u,
+                Ok(None) if inbuf.len() < 16 * 1024 => {}
+                _ => return Err(io::Error::other("bad upgrade request")),
+            }
+        };
+        if let Some(Fault::RefuseUpgrade(status)) = shared.config.fault {
+            wr.write_all(&wire::refusal(status)).await?;
+            return wr.shutdown().await;
+        }
+        wr.write_all(&wire::switching_protocols(&upgrade.key))
+            .await?;
+        inbuf.drain(..upgrade.head_len);
+        start_now = upgrade.path.contains("streams=");
+    }
+    let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+    let reader = tokio::spawn(async move {
+        let mut tmp = vec![0u8; 16 * 1024];
+        loop {
+            let parsed: Vec<ClientFrame> = if lines {
+                wire::take_lines(&mut inbuf)
+                    .into_iter()
+                    .map(|l| ClientFrame {
+                        opcode: 1,
+                        payload: l,
+                    })
+                    .collect()
+            } else {
+                match wire::take_client_frames(&mut inbuf) {
+                    Ok(f) => f,
+                    Err(_) => return,
+                }
+            };
+            for f in parsed {
+                if ctl_tx.send(f).is_err() {
+                    return;
+                }
+            }
+            match rd.read(&mut tmp).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => inbuf.extend_from_slice(&tmp[..n]),
+            }
+        }
+    });
+    let result = Writer {
+        shared,
+        started: start_now,
+        silent: false,
+        sent: 0,
+        close_sent: false,
+        shutdown_noticed: false,
+    }
+    .run(&mut wr, ctl_rx)
+    .await;
+    reader.abort();
+    result
+}
+
+struct Writer {
+    shared: Arc<Shared>,
+    started: bool,
+    silent: bool,
+    sent: usize,
+    close_sent: bool,
+    shutdown_noticed: bool,
+}
+
+enum Next {
+    Continue,
+    Done,
+}
+
+impl Writer {
+    fn lines(&self) -> bool {
+        self.shared.config.scenario.is_lines()
+    }
+
+    async fn run<W: AsyncWrite + Unpin>(
+        mut self,
+        wr: &mut W,
+        mut ctl: mpsc::UnboundedReceiver<ClientFrame>,
+    ) -> io::Result<()> {
+        let mut tick = tokio::time::interval(Duration::from_millis(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let paced_start = tokio::time::Instant::now();
+        loop {
+            let streaming = self.started && !self.silent && self.sent < self.shared.total;
+            if !streaming {
+                if self.started && self.sent >= self.shared.total && !self.close_sent {
+                    self.close_sent = true;
+                    if self.lines() {
+                        wr.flush().await?;
+                        return wr.shutdown().await;
+                    }
+                    let mut out = Vec::new();
+                    wire::push_frame(&mut out, 8, &1000u16.to_be_bytes());
+                    wr.write_all(&out).await?;
+                }
+                match ctl.recv().await {
+                    Some(f) => {
+                        if let Next::Done = self.control(wr, f).await? {
+                            return Ok(());
+                        }
+                    }
+                    None => return Ok(()),
+                }
+                continue;
+            }
+            while let Ok(f) = ctl.try_recv() {
+                if let Next::Done = self.control(wr, f).await? {
+                    return Ok(());
+                }
+            }
+            match self.shared.config.mode {
+                Mode::Firehose => {
+                    if let Next::Done = self.firehose_batch(wr).await? {
+                        return Ok(());
+                    }
+                }
+                Mode::Paced { per_sec } => {
+                    tick.tick().await;
+                    let due = (paced_start.elapsed().as_secs_f64() * f64::from(per_sec)) as usize;
+                    let upto = due.min(self.shared.total);
+                    if let Next::Done = self.paced_batch(wr, upto).await? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Messages until the next fault point, capped by `upto`.
+    fn limit(&self, upto: usize) -> usize {
+        match self.shared.config.fault {
+            Some(Fault::CloseMidFrame { after } | Fault::Reset { after }) => upto.min(after),
+            Some(Fault::ServerShutdown { after }) if !self.shutdown_noticed => upto.min(after),
+            _ => upto,
+        }
+    }
+
+    /// Acts on a fault due now; `Done` ends the connection.
+    async fn fault_due<W: AsyncWrite + Unpin>(&mut self, wr: &mut W) -> io::Result<Next> {
+        match self.shared.config.fault {
+            Some(Fault::CloseMidFrame { after }) if self.sent == after => {
+                let i = self.sent % self.shared.payloads.len();
+                let frame =
+                    &self.shared.encoded[self.shared.offsets[i]..self.shared.offsets[i + 1]];
+                wr.write_all(&frame[..frame.len() / 2]).await?;
+                wr.flush().await?;
+                wr.shutdown().await?;
+                Ok(Next::Done)
+            }
+            Some(Fault::Reset { after }) if self.sent == after => {
+                wr.flush().await?;
+                Ok(Next::Done)
+            }
+            Some(Fault::ServerShutdown { after })
+                if self.sent == after && !self.shutdown_noticed =>
+            {
+                self.shutdown_noticed = true;
+                let notice = format!("{{\"e\":\"serverShutdown\",\"E\":{}}}", now_us() / 1000);
+                let mut out = Vec::new();
+                self.shared.encode(notice.as_bytes(), &mut out);
+                wr.write_all(&out).await?;
+                Ok(Next::Continue)
+            }
+            _ => Ok(Next::Continue),
+        }
+    }
+
+    async fn firehose_batch<W: AsyncWrite + Unpin>(&mut self, wr: &mut W) -> io::Result<Next> {
+        if let Next::Done = self.fault_due(wr).await? {
+            return Ok(Next::Done);
+        }
+        let limit = self.limit(self.shared.total);
+        let n = self.shared.payloads.len();
+        let first = self.sent % n;
+        let mut last = first;
+        let mut count = 0;
+        // Consecutive payloads are contiguous in `encoded` until the cycle wraps.
+        while self.sent + count < limit
+            && last < n
+            && self.shared.offsets[last + 1] - self.shared.offsets[first] <= BATCH.max(1)
+        {
+            last += 1;
+            count += 1;
+        }
+        if count == 0 && self.sent < limit {
+            // One payload larger than a batch.
+            last = first + 1;
+            count = 1;
+        }
+        if count > 0 {
+            wr.write_all(
+                &self.shared.encoded[self.shared.offsets[first]..self.shared.offsets[last]],
+            )
+            .await?;
+            self.sent += count;
+        }
+        self.fault_due(wr).await
+    }
+
+    async fn paced_batch<W: AsyncWrite + Unpin>(
+        &mut self,
+        wr: &mut W,
+        upto: usize,
+    ) -> io::Result<Next> {
+        if let Next::Done = self.fault_due(wr).await? {
+            return Ok(Next::Done);
+        }
+        let limit = self.limit(upto);
+        let mut out = Vec::new();
+        while self.sent < limit {
+            let p = &self.shared.payloads[self.sent % self.shared.payloads.len()];
+            let stamped = format!(
+                "{{\"ts_us\":{},{}",
+                now_us(),
+                std::str::from_utf8(&p[1..]).unwrap_or("}")
+            );
+            self.shared.encode(stamped.as_bytes(), &mut out);
+            self.sent += 1;
+        }
+        if !out.is_empty() {
+            wr.write_all(&out).await?;
+        }
+        self.fault_due(wr).await
+    }
+
+    /// Answers one client frame or line.
+    async fn control<W: AsyncWrite + Unpin>(
+        &mut self,
+        wr: &mut W,
+        f: ClientFrame,
+    ) -> io::Result<Next> {
+        let mut out = Vec::new();
+        match f.opcode {
+            9 => wire::push_frame(&mut out, 10, &f.payload),
+            8 => {
+                if !self.close_sent {
+                    wire::push_frame(&mut out, 8, f.payload.get(..2).unwrap_or(&[]));
+                }
+                wr.write_all(&out).await?;
+                wr.flush().await?;
+                let _ = wr.shutdown().await;
+                return Ok(Next::Done);
+            }
+            1 => {
+                let text = String::from_utf8_lossy(&f.payload);
+                let reply = if self.lines() {
+                    self.betfair_reply(&text)
+                } else {
+                    self.binance_reply(&text)
+                };
+                if let Some(reply) = reply {
+                    self.shared.encode(reply.as_bytes(), &mut out);
+                }
+            }
+            _ => {}
+        }
+        if !out.is_empty() {
+            wr.write_all(&out).await?;
+        }
+        Ok(Next::Continue)
+    }
+
+    fn binance_reply(&mut self, text: &str) -> Option<String> {
+        let id = wire::json_field(text, "id")?;
+        let id = if text.contains(&format!("\"id\":\"{id}\"")) {
+            format!("\"{id}\"")
+        } else {
+            id.to_owned()
+        };
+        Some(match wire::json_field(text, "method") {
+            Some("SUBSCRIBE") => {
+                self.started = true;
+                self.silent =
+                    matches!(self.shared.config.fault, Some(Fault::SilenceAfterSubscribe));
+                format!("{{\"result\":null,\"id\":{id}}}")
+            }
+            Some("UNSUBSCRIBE") => format!("{{\"result\":null,\"id\":{id}}}"),
+            Some("LIST_SUBSCRIPTIONS") => {
+                format!("{{\"result\":[\"btcusdt@aggTrade\"],\"id\":{id}}}")
+            }
+            _ => format!("{{\"error\":{{\"code\":2,\"msg\":\"Invalid request\"}},\"id\":{id}}}"),
+        })
+    }
+
+    fn betfair_reply(&mut self, text: &str) -> Option<String> {
+        let id = wire::json_field(text, "id")?;
+        let ok = format!("{{\"op\":\"status\",\"id\":{id},\"statusCode\":\"SUCCESS\",\"connectionClosed\":false}}");
+        Some(match wire::json_field(text, "op") {
+            Some("authentication" | "heartbeat") => ok,
+            Some("marketSubscription" | "orderSubscription") => {
+                self.started = true;
+                self.silent = matches!(self.shared.config.fault, Some(Fault::SilenceAfterSubscribe));
+                ok
+            }
+            _ => format!(
+                "{{\"op\":\"status\",\"id\":{id},\"statusCode\":\"FAILURE\",\"errorCode\":\"INVALID_INPUT\",\"connectionClosed\":false}}"
+            ),
+        })
+    }
+}
+
+fn now_us() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}

@@ -1,0 +1,483 @@
+//! The replay server against the core on blocking loopback sockets: every scenario shape
+//! delivered exactly, TLS with the start-up CA, Betfair lines, subscription answers, faults.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use feedwire_core::{
+    os_seed, tls_config_with_roots, BetfairAuth, BetfairSubscription, CloseInitiator, EndReason,
+    Error, Event, HandshakeError, Stream, StreamConfig, StreamEvent, StreamInput, TlsSession,
+    TransportCommand, WebSocketClient, WsConfig,
+};
+use feedwire_replay::{Fault, Mode, ReplayConfig, ReplayServer, Scenario};
+use feedwire_tests::blocking::BlockingClient;
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+fn server(scenario: Scenario, count: usize, fault: Option<Fault>) -> ReplayServer {
+    ReplayServer::start(ReplayConfig {
+        count: Some(count),
+        fault,
+        ..ReplayConfig::new(scenario)
+    })
+    .unwrap()
+}
+
+/// Every message until the server closes, with the way the connection ended.
+fn drain(client: &mut BlockingClient) -> (Vec<Bytes>, Option<Event>) {
+    let mut msgs = Vec::new();
+    loop {
+        match client.next_event() {
+            Ok(Some(Event::Message(m))) => msgs.push(m.payload),
+            Ok(Some(Event::Ping(_) | Event::Pong(_) | Event::CloseStarted { .. })) => {}
+            Ok(Some(end)) => return (msgs, Some(end)),
+            Ok(None) => return (msgs, None),
+            Err(e) => panic!("transport error: {e}"),
+        }
+    }
+}
+
+#[test]
+fn every_websocket_scenario_arrives_exactly() {
+    for (scenario, count) in [
+        (Scenario::SmallAggTrade, 20_000),
+        (Scenario::MediumKline, 5_000),
+        (Scenario::LargeDepth20, 2_000),
+        (Scenario::XlargeDepthDiff, 300),
+        (Scenario::HugeTickerArr, 12),
+        (Scenario::MultiplexMix, 5_000),
+    ] {
+        let srv = server(scenario, count, None);
+        let mut client = BlockingClient::connect(&srv.url(), WsConfig::default(), TIMEOUT).unwrap();
+        let (msgs, end) = drain(&mut client);
+        assert_eq!(msgs.len(), count, "{}", scenario.name());
+        let payloads = srv.payloads();
+        assert!(
+            msgs.iter()
+                .enumerate()
+                .all(|(i, m)| *m == payloads[i % payloads.len()]),
+            "{}",
+            scenario.name()
+        );
+        assert!(
+            matches!(
+                end,
+                Some(Event::Closed {
+                    by: CloseInitiator::Remote,
+                    ..
+                })
+            ),
+            "{}: {end:?}",
+            scenario.name()
+        );
+    }
+}
+
+#[test]
+fn refused_upgrade_reports_the_status() {
+    for status in [429u16, 503] {
+        let srv = server(
+            Scenario::SmallAggTrade,
+            10,
+            Some(Fault::RefuseUpgrade(status)),
+        );
+        let err = BlockingClient::connect(&srv.url(), WsConfig::default(), TIMEOUT).unwrap_err();
+        assert!(
+            err.to_string().contains(&format!("status: {status}")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn close_mid_frame_delivers_every_complete_message_then_1006() {
+    let srv = server(
+        Scenario::SmallAggTrade,
+        1000,
+        Some(Fault::CloseMidFrame { after: 321 }),
+    );
+    let mut client = BlockingClient::connect(&srv.url(), WsConfig::default(), TIMEOUT).unwrap();
+    let (msgs, end) = drain(&mut client);
+    assert_eq!(msgs.len(), 321);
+    assert_eq!(end, Some(Event::Failed(Error::UnexpectedEof)));
+}
+
+#[test]
+fn reset_is_a_transport_error_after_the_complete_messages() {
+    let srv = server(
+        Scenario::SmallAggTrade,
+        1000,
+        Some(Fault::Reset { after: 100 }),
+    );
+    let mut client = BlockingClient::connect(&srv.url(), WsConfig::default(), TIMEOUT).unwrap();
+    let mut got = 0;
+    let end = loop {
+        match client.next_event() {
+            Ok(Some(Event::Message(_))) => got += 1,
+            Ok(Some(Event::Failed(e))) => break Ok(e),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => break Err(e.kind()),
+        }
+    };
+    assert_eq!(got, 100);
+    assert!(
+        matches!(
+            end,
+            Err(ErrorKind::ConnectionReset) | Ok(Error::UnexpectedEof)
+        ),
+        "{end:?}"
+    );
+}
+
+/// A blocking TLS driver: the engine behind the shared TLS layer.
+fn tls_websocket_messages(srv: &ReplayServer) -> Vec<Bytes> {
+    let roots = srv.pki().unwrap().root_store();
+    let mut ws = WebSocketClient::new(&srv.url(), WsConfig::default(), os_seed()).unwrap();
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), &ws.endpoint().host).unwrap();
+    let mut sock = TcpStream::connect(srv.addr()).unwrap();
+    sock.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut msgs = Vec::new();
+    loop {
+        while let Some(c) = ws.poll_transmit() {
+            tls.write_plaintext(&c);
+        }
+        while let Some(c) = tls.poll_transmit() {
+            sock.write_all(&c).unwrap();
+        }
+        while let Some(e) = ws.poll_event() {
+            match e {
+                Event::Message(m) => msgs.push(m.payload),
+                Event::Closed { .. } | Event::Failed(_) => return msgs,
+                _ => {}
+            }
+        }
+        match sock.read(tls.read_buf()).unwrap() {
+            0 => {
+                let _ = tls.handle_eof(&mut ws);
+                ws.handle_eof();
+            }
+            n => tls.handle_read(n, &mut ws).unwrap(),
+        }
+    }
+}
+
+#[test]
+fn websocket_over_tls_with_the_startup_ca() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(3_000),
+        tls: true,
+        ..ReplayConfig::new(Scenario::MultiplexMix)
+    })
+    .unwrap();
+    assert!(srv.url().starts_with("wss://127.0.0.1:"));
+    let msgs = tls_websocket_messages(&srv);
+    assert_eq!(msgs.len(), 3_000);
+    let payloads = srv.payloads();
+    assert!(msgs
+        .iter()
+        .enumerate()
+        .all(|(i, m)| *m == payloads[i % payloads.len()]));
+}
+
+/// Drives a `Stream` over blocking sockets (TLS when the URL says so) until `done` says
+/// stop or the stream ends; returns its events.
+fn run_stream(
+    srv: &ReplayServer,
+    mut stream: Stream,
+    mut done: impl FnMut(&StreamEvent, &mut Stream) -> bool,
+) -> Vec<StreamEvent> {
+    let mut sock: Option<TcpStream> = None;
+    let mut tls: Option<TlsSession> = None;
+    let mut events = Vec::new();
+    let deadline = Instant::now() + TIMEOUT;
+    while !stream.state().is_terminal() {
+        assert!(
+            Instant::now() < deadline,
+            "stream did not finish: {:?}",
+            stream.state()
+        );
+        let now = Instant::now();
+        while let Some(c) = stream.poll_transmit() {
+            match tls.as_mut() {
+                Some(t) => t.write_plaintext(&c),
+                None => sock.as_mut().unwrap().write_all(&c).unwrap(),
+            }
+        }
+        if let (Some(t), Some(s)) = (tls.as_mut(), sock.as_mut()) {
+            while let Some(c) = t.poll_transmit() {
+                s.write_all(&c).unwrap();
+            }
+        }
+        while let Some(cmd) = stream.poll_transport() {
+            match cmd {
+                TransportCommand::Connect(ep) => {
+                    let s = TcpStream::connect((ep.host.as_str(), ep.port)).unwrap();
+                    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+                    if ep.scheme.is_tls() {
+                        let roots = srv.pki().unwrap().root_store();
+                        let mut t =
+                            TlsSession::new(tls_config_with_roots(roots), &ep.host).unwrap();
+                        let mut s = s;
+                        while t.is_handshaking() {
+                            while let Some(c) = t.poll_transmit() {
+                                s.write_all(&c).unwrap();
+                            }
+                            let n = s.read(t.read_buf()).unwrap();
+                            t.handle_read(
+                                n,
+                                &mut StreamInput {
+                                    stream: &mut stream,
+                                    now,
+                                },
+                            )
+                            .unwrap();
+                        }
+                        sock = Some(s);
+                        tls = Some(t);
+                    } else {
+                        sock = Some(s);
+                    }
+                    stream.handle_connected(now);
+                }
+                TransportCommand::Disconnect => {
+                    sock = None;
+                    tls = None;
+                }
+            }
+        }
+        while let Some(e) = stream.poll_event() {
+            let stop = done(&e, &mut stream);
+            events.push(e);
+            if stop {
+                return events;
+            }
+        }
+        if let Some(at) = stream.poll_timeout() {
+            if at <= Instant::now() {
+                stream.handle_timeout(Instant::now());
+                continue;
+            }
+        }
+        let Some(s) = sock.as_mut().filter(|_| stream.is_connected()) else {
+            std::thread::sleep(Duration::from_millis(5));
+            stream.handle_timeout(Instant::now());
+            continue;
+        };
+        let read = match tls.as_mut() {
+            Some(t) => s.read(t.read_buf()),
+            None => s.read(stream.read_buf()),
+        };
+        let now = Instant::now();
+        match (read, tls.as_mut()) {
+            (Ok(0), Some(t)) => {
+                let _ = t.handle_eof(&mut StreamInput {
+                    stream: &mut stream,
+                    now,
+                });
+                stream.handle_eof(now);
+            }
+            (Ok(0), None) => stream.handle_eof(now),
+            (Ok(n), Some(t)) => {
+                if let Err(e) = t.handle_read(
+                    n,
+                    &mut StreamInput {
+                        stream: &mut stream,
+                        now,
+                    },
+                ) {
+                    stream.handle_transport_error(&e.to_string(), now);
+                }
+            }
+            (Ok(n), None) => stream.handle_read(n, now),
+            (Err(e), _) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                stream.handle_timeout(now)
+            }
+            (Err(e), _) => stream.handle_transport_error(&e.to_string(), now),
+        }
+    }
+    events.extend(std::iter::from_fn(|| stream.poll_event()));
+    events
+}
+
+fn betfair_stream(srv: &ReplayServer) -> Stream {
+    let auth = BetfairAuth {
+        app_key: "appkey".into(),
+        session: "token".into(),
+    };
+    let mut stream = Stream::new(
+        StreamConfig::betfair(&srv.url(), auth),
+        os_seed(),
+        Instant::now(),
+    )
+    .unwrap();
+    let sub = BetfairSubscription {
+        filter_json: r#"{"marketIds":["1.2345"]}"#.into(),
+        data_filter_json: None,
+        heartbeat_ms: Some(5000),
+        conflate_ms: None,
+    };
+    stream.subscribe_markets(sub, Instant::now()).unwrap();
+    stream
+}
+
+#[test]
+fn betfair_lines_plain_and_tls_with_auth_and_subscription() {
+    for tls in [false, true] {
+        let srv = ReplayServer::start(ReplayConfig {
+            count: Some(2_000),
+            tls,
+            ..ReplayConfig::new(Scenario::BetfairMcm)
+        })
+        .unwrap();
+        let mut data = 0;
+        let events = run_stream(&srv, betfair_stream(&srv), |e, s| {
+            if matches!(e, StreamEvent::Data { .. }) {
+                data += 1;
+                if data == 2_000 {
+                    s.stop(Instant::now());
+                }
+            }
+            false
+        });
+        assert!(
+            events.contains(&StreamEvent::Authenticated),
+            "tls={tls}: {events:?}"
+        );
+        let heartbeats = events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    StreamEvent::Data {
+                        heartbeat: true,
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(data, 2_000, "tls={tls}");
+        assert_eq!(heartbeats, 40, "every 50th mcm is a heartbeat");
+        assert!(
+            matches!(
+                events.last(),
+                Some(StreamEvent::Closed {
+                    by: CloseInitiator::Local,
+                    ..
+                })
+            ),
+            "{:?}",
+            events.last()
+        );
+    }
+}
+
+#[test]
+fn binance_subscription_is_answered_then_data_flows() {
+    let srv = server(Scenario::SmallAggTrade, 500, None);
+    let mut stream = Stream::new(
+        StreamConfig::binance_stream(&srv.subscribe_url()),
+        os_seed(),
+        Instant::now(),
+    )
+    .unwrap();
+    stream
+        .subscribe(&["btcusdt@aggTrade"], Instant::now())
+        .unwrap();
+    let mut data = 0;
+    let events = run_stream(&srv, stream, |e, s| {
+        if matches!(e, StreamEvent::Data { .. }) {
+            data += 1;
+            if data == 500 {
+                s.stop(Instant::now());
+            }
+        }
+        false
+    });
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Subscribed { .. })),
+        "{events:?}"
+    );
+    assert_eq!(data, 500);
+}
+
+#[test]
+fn server_shutdown_notice_triggers_a_planned_reconnect() {
+    let srv = server(
+        Scenario::SmallAggTrade,
+        1_000,
+        Some(Fault::ServerShutdown { after: 50 }),
+    );
+    let stream = Stream::new(
+        StreamConfig::binance_stream(&srv.url()),
+        os_seed(),
+        Instant::now(),
+    )
+    .unwrap();
+    let events = run_stream(&srv, stream, |e, s| {
+        if matches!(e, StreamEvent::Opened { reconnected: true }) {
+            s.stop(Instant::now());
+        }
+        false
+    });
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            StreamEvent::Reconnecting {
+                reason: EndReason::ServerShutdown,
+                planned: true,
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+    assert!(srv.connections() >= 2);
+}
+
+#[test]
+fn refused_upgrade_makes_the_stream_back_off_and_retry() {
+    let srv = server(Scenario::SmallAggTrade, 10, Some(Fault::RefuseUpgrade(429)));
+    let stream = Stream::new(
+        StreamConfig::binance_stream(&srv.url()),
+        os_seed(),
+        Instant::now(),
+    )
+    .unwrap();
+    let mut refusals = 0;
+    let events = run_stream(&srv, stream, |e, s| {
+        if let StreamEvent::Reconnecting {
+            reason:
+                EndReason::WebSocket(Error::Handshake(HandshakeError::Rejected { status: 429, .. })),
+            ..
+        } = e
+        {
+            refusals += 1;
+            if refusals == 2 {
+                s.crash("enough", Instant::now());
+            }
+        }
+        false
+    });
+    assert_eq!(refusals, 2, "{events:?}");
+}
+
+#[test]
+fn paced_mode_stamps_every_message() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(200),
+        mode: Mode::Paced { per_sec: 2_000 },
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let started = Instant::now();
+    let mut client = BlockingClient::connect(&srv.url(), WsConfig::default(), TIMEOUT).unwrap();
+    let (msgs, _) = drain(&mut client);
+    assert_eq!(msgs.len(), 200);
+    assert!(msgs.iter().all(|m| m.starts_with(b"{\"ts_us\":")));
+    // 200 messages at 2,000/s take about 0.1 s; allow a generous margin either way.
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(50), "{took:?}");
+}
