@@ -134,6 +134,13 @@ impl TlsSession {
         Ok(())
     }
 
+    /// Moves plaintext that rustls already decrypted into `sink`: call it when a sink starts
+    /// accepting input (e.g. right after the stream learns it is connected), so that data
+    /// that arrived with the last handshake records is not left waiting for the next read.
+    pub fn flush_plaintext(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
+        self.deliver(sink)
+    }
+
     /// The transport reached end of stream. Without a prior close_notify this is an error:
     /// the last bytes may have been cut off.
     pub fn handle_eof(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {

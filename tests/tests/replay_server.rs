@@ -240,6 +240,14 @@ fn run_stream(
                         sock = Some(s);
                     }
                     stream.handle_connected(now);
+                    if let Some(t) = tls.as_mut() {
+                        // Data that came with the last handshake records goes in now.
+                        t.flush_plaintext(&mut StreamInput {
+                            stream: &mut stream,
+                            now,
+                        })
+                        .unwrap();
+                    }
                 }
                 TransportCommand::Disconnect => {
                     sock = None;

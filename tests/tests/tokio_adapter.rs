@@ -1,0 +1,237 @@
+//! The tokio adapter on 127.0.0.1 against the replay server: plain and TLS WebSocket, Betfair
+//! lines over TLS, stop and crash, dropped handles, a slow consumer.
+
+use std::time::Duration;
+
+use feedwire_core::{
+    tls_config_with_roots, BetfairAuth, BetfairSubscription, CloseInitiator, EndReason,
+    StreamConfig, StreamEvent,
+};
+use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario};
+use feedwire_tokio::{connect, Events, StreamHandle, TokioOptions};
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+fn options_for(srv: &ReplayServer) -> TokioOptions {
+    TokioOptions {
+        tls: srv.pki().map(|p| tls_config_with_roots(p.root_store())),
+        ..TokioOptions::default()
+    }
+}
+
+/// Reads events until `stop_after` data messages, then stops and reads to the end.
+async fn consume(
+    handle: &StreamHandle,
+    events: &mut Events,
+    stop_after: usize,
+) -> (usize, Vec<StreamEvent>) {
+    let mut data = 0;
+    let mut others = Vec::new();
+    loop {
+        let event = tokio::time::timeout(TIMEOUT, events.next())
+            .await
+            .expect("event in time");
+        match event {
+            Some(StreamEvent::Data { .. }) => {
+                data += 1;
+                if data == stop_after {
+                    handle.stop();
+                }
+            }
+            Some(e) => others.push(e),
+            None => return (data, others),
+        }
+    }
+}
+
+#[tokio::test]
+async fn websocket_firehose_plain_and_tls() {
+    for tls in [false, true] {
+        let srv = ReplayServer::start(ReplayConfig {
+            count: Some(50_000),
+            tls,
+            ..ReplayConfig::new(Scenario::SmallAggTrade)
+        })
+        .unwrap();
+        let (handle, mut events) =
+            connect(StreamConfig::binance_stream(&srv.url()), options_for(&srv)).unwrap();
+        let (data, others) = consume(&handle, &mut events, 50_000).await;
+        assert!(data >= 50_000, "tls={tls}");
+        assert!(
+            matches!(
+                others.last(),
+                Some(StreamEvent::Closed {
+                    by: CloseInitiator::Local,
+                    ..
+                })
+            ),
+            "{others:?}"
+        );
+        let stats = handle.stats();
+        assert!(stats.messages_received >= 50_000);
+    }
+}
+
+#[tokio::test]
+async fn betfair_lines_over_tls() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(5_000),
+        tls: true,
+        ..ReplayConfig::new(Scenario::BetfairMcm)
+    })
+    .unwrap();
+    let auth = BetfairAuth {
+        app_key: "k".into(),
+        session: "s".into(),
+    };
+    let config = StreamConfig::betfair(&srv.url(), auth);
+    let (handle, mut events) = connect(config, options_for(&srv)).unwrap();
+    let sub = BetfairSubscription {
+        filter_json: r#"{"marketIds":["1.2345"]}"#.into(),
+        data_filter_json: None,
+        heartbeat_ms: Some(5000),
+        conflate_ms: None,
+    };
+    handle.subscribe_markets(sub).await.unwrap();
+    let mut data = 0;
+    let mut authenticated = false;
+    loop {
+        match tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+            Some(StreamEvent::Authenticated) => authenticated = true,
+            Some(StreamEvent::Data { .. }) => {
+                data += 1;
+                if data == 5_000 {
+                    handle.stop();
+                }
+            }
+            Some(StreamEvent::Closed { .. }) | None => break,
+            Some(_) => {}
+        }
+    }
+    assert!(authenticated);
+    assert_eq!(data, 5_000);
+}
+
+#[tokio::test]
+async fn stop_on_an_idle_stream_ends_it_promptly() {
+    let srv = ReplayServer::start(ReplayConfig {
+        fault: Some(Fault::SilenceAfterSubscribe),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let (handle, mut events) = connect(
+        StreamConfig::binance_stream(&srv.subscribe_url()),
+        options_for(&srv),
+    )
+    .unwrap();
+    handle.subscribe(&["btcusdt@aggTrade"]).await.unwrap();
+    loop {
+        match tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+            Some(StreamEvent::Subscribed { .. }) => break,
+            Some(_) => {}
+            None => panic!("ended early"),
+        }
+    }
+    handle.stop();
+    // The server is silent: only our Close (and its echo) can end the stream.
+    let mut last = None;
+    while let Some(e) = tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+        last = Some(e);
+    }
+    assert_eq!(
+        last,
+        Some(StreamEvent::Closed {
+            by: CloseInitiator::Local,
+            code: 1000
+        })
+    );
+}
+
+#[tokio::test]
+async fn crash_drops_the_connection_and_ends_the_events() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(1_000_000),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let (handle, mut events) =
+        connect(StreamConfig::binance_stream(&srv.url()), options_for(&srv)).unwrap();
+    let mut data = 0;
+    let mut crashed = false;
+    while let Some(e) = tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+        match e {
+            StreamEvent::Data { .. } => {
+                data += 1;
+                if data == 1000 {
+                    handle.crash("test");
+                }
+            }
+            StreamEvent::Crashed(EndReason::UserCrash(r)) => {
+                assert_eq!(r, "test");
+                crashed = true;
+            }
+            _ => {}
+        }
+    }
+    assert!(crashed);
+    assert!(data >= 1000);
+}
+
+#[tokio::test]
+async fn dropping_every_handle_stops_the_stream() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(1_000_000),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let (handle, mut events) =
+        connect(StreamConfig::binance_stream(&srv.url()), options_for(&srv)).unwrap();
+    drop(handle);
+    let mut last = None;
+    while let Some(e) = tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+        last = Some(e);
+    }
+    assert!(
+        matches!(
+            last,
+            Some(StreamEvent::Closed {
+                by: CloseInitiator::Local,
+                ..
+            })
+        ),
+        "{last:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_consumer_keeps_memory_bounded() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(300_000),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let options = TokioOptions {
+        event_capacity: 64,
+        ..options_for(&srv)
+    };
+    let (handle, mut events) = connect(StreamConfig::binance_stream(&srv.url()), options).unwrap();
+    // Take one event, then stall: the adapter must stop reading, not buffer the firehose.
+    let _ = events.next().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stalled = handle.stats().messages_received;
+    assert!(
+        stalled < 20_000,
+        "read {stalled} messages while the consumer slept"
+    );
+    handle.stop();
+    let mut data = 0;
+    while let Some(e) = tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+        if matches!(e, StreamEvent::Data { .. }) {
+            data += 1;
+        }
+    }
+    assert!(
+        data as u64 >= stalled - 1,
+        "nothing dropped: {data} of {stalled}"
+    );
+}

@@ -1,0 +1,328 @@
+//! The task that drives one stream: wait for a command, readability, writability, a finished
+//! connect, room in the event queue, or the core's next deadline — whichever comes first.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Buf;
+use feedwire_core::rustls::ClientConfig;
+use feedwire_core::{default_tls_config, Stream, StreamEvent, StreamInput, TransportCommand};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::handle::{Command, Events, StreamHandle, TokioOptions};
+use crate::io::{open, Conn};
+
+/// Most bytes read per wake-up, so that one busy stream leaves the runtime to others.
+const READ_BUDGET: usize = 4 << 20;
+
+enum Wake {
+    Command(Option<Command>),
+    EventRoom,
+    Readable,
+    Writable,
+    Connected(Result<Box<Conn>, String>),
+    Deadline,
+}
+
+pub(crate) struct Driver {
+    stream: Stream,
+    commands: mpsc::UnboundedReceiver<Command>,
+    events: mpsc::Sender<StreamEvent>,
+    pending: VecDeque<StreamEvent>,
+    capacity: usize,
+    conn: Option<Conn>,
+    connecting: Option<JoinHandle<Result<Conn, String>>>,
+    tls: Arc<ClientConfig>,
+    options: TokioOptions,
+}
+
+impl Driver {
+    pub(crate) fn new(stream: Stream, options: TokioOptions) -> (StreamHandle, Events, Self) {
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let capacity = options.event_capacity.max(1);
+        let (ev_tx, ev_rx) = mpsc::channel(capacity);
+        let handle = StreamHandle {
+            commands: cmd_tx,
+            stats: stream.stats_handle(),
+        };
+        let driver = Self {
+            stream,
+            commands: cmd_rx,
+            events: ev_tx,
+            pending: VecDeque::new(),
+            capacity,
+            conn: None,
+            connecting: None,
+            tls: options.tls.clone().unwrap_or_else(default_tls_config),
+            options,
+        };
+        (handle, Events { rx: ev_rx }, driver)
+    }
+
+    pub(crate) async fn run(mut self) {
+        loop {
+            self.pump();
+            if let Err(e) = self.write_ready() {
+                self.stream
+                    .handle_transport_error(&e.to_string(), Instant::now());
+                continue;
+            }
+            if self.stream.state().is_terminal()
+                && self.pending.is_empty()
+                && self.connecting.is_none()
+            {
+                return;
+            }
+            match self.wait().await {
+                Wake::Command(Some(cmd)) => self.command(cmd),
+                // Every handle is gone: nobody can stop us later, so stop now.
+                Wake::Command(None) => self.stream.stop(Instant::now()),
+                Wake::EventRoom => self.forward_events(),
+                Wake::Readable => self.read(),
+                Wake::Writable => {}
+                Wake::Connected(result) => {
+                    self.connecting = None;
+                    let now = Instant::now();
+                    match result {
+                        Ok(conn) => {
+                            self.conn = Some(*conn);
+                            self.stream.handle_connected(now);
+                            if let Some(tls) = self.conn.as_mut().and_then(|c| c.tls.as_mut()) {
+                                let mut sink = StreamInput {
+                                    stream: &mut self.stream,
+                                    now,
+                                };
+                                if let Err(e) = tls.flush_plaintext(&mut sink) {
+                                    self.stream.handle_transport_error(&e.to_string(), now);
+                                }
+                            }
+                        }
+                        Err(reason) => self.stream.handle_connect_failed(&reason, now),
+                    }
+                }
+                Wake::Deadline => self.stream.handle_timeout(Instant::now()),
+            }
+        }
+    }
+
+    async fn wait(&mut self) -> Wake {
+        let deadline = self.stream.poll_timeout();
+        let connected = self.conn.is_some() && self.stream.is_connected();
+        let want_read = connected && self.pending.len() < self.capacity;
+        let want_write = self.conn.as_ref().is_some_and(|c| !c.out.is_empty());
+        let conn = self.conn.as_ref();
+        let connecting = &mut self.connecting;
+        let has_pending = !self.pending.is_empty();
+        tokio::select! {
+            biased;
+            cmd = self.commands.recv() => Wake::Command(cmd),
+            permit = self.events.reserve(), if has_pending => match permit {
+                Ok(_) => Wake::EventRoom,
+                // The receiver is gone: nobody listens, so stop.
+                Err(_) => Wake::Command(None),
+            },
+            _ = async { conn.expect("guarded").sock.readable().await }, if want_read => Wake::Readable,
+            _ = async { conn.expect("guarded").sock.writable().await }, if want_write => Wake::Writable,
+            res = async { connecting.as_mut().expect("guarded").await }, if connecting.is_some() => {
+                Wake::Connected(res.unwrap_or_else(|e| Err(format!("connect task failed: {e}"))).map(Box::new))
+            }
+            _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now).into()), if deadline.is_some() => Wake::Deadline,
+        }
+    }
+
+    fn command(&mut self, cmd: Command) {
+        let now = Instant::now();
+        match cmd {
+            Command::SendText(text, reply) => {
+                let _ = reply.send(self.stream.send_text(&text));
+            }
+            Command::Subscribe(streams, reply) => {
+                let refs: Vec<&str> = streams.iter().map(String::as_str).collect();
+                let _ = reply.send(self.stream.subscribe(&refs, now));
+            }
+            Command::Unsubscribe(streams, reply) => {
+                let refs: Vec<&str> = streams.iter().map(String::as_str).collect();
+                let _ = reply.send(self.stream.unsubscribe(&refs, now));
+            }
+            Command::SubscribeMarkets(sub, reply) => {
+                let _ = reply.send(self.stream.subscribe_markets(sub, now));
+            }
+            Command::SubscribeOrders(sub, reply) => {
+                let _ = reply.send(self.stream.subscribe_orders(sub, now));
+            }
+            Command::Stop => self.stream.stop(now),
+            Command::Crash(reason) => self.stream.crash(&reason, now),
+        }
+    }
+
+    /// Moves the core's output where it goes: bytes to the socket queue (through TLS),
+    /// transport commands to sockets, events towards the application.
+    fn pump(&mut self) {
+        while let Some(chunk) = self.stream.poll_transmit() {
+            if let Some(conn) = self.conn.as_mut() {
+                match conn.tls.as_mut() {
+                    Some(tls) => {
+                        tls.write_plaintext(&chunk);
+                        while let Some(c) = tls.poll_transmit() {
+                            conn.out.push_back(c);
+                        }
+                    }
+                    None => conn.out.push_back(chunk),
+                }
+            }
+        }
+        while let Some(cmd) = self.stream.poll_transport() {
+            match cmd {
+                TransportCommand::Connect(endpoint) => {
+                    let tls = self.tls.clone();
+                    let options = self.options.clone();
+                    self.connecting =
+                        Some(tokio::spawn(
+                            async move { open(endpoint, tls, &options).await },
+                        ));
+                }
+                TransportCommand::Disconnect => self.disconnect(),
+            }
+        }
+        self.collect_events();
+        self.forward_events();
+    }
+
+    fn disconnect(&mut self) {
+        if let Some(task) = self.connecting.take() {
+            task.abort();
+        }
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        if matches!(self.stream.state(), feedwire_core::StreamState::Crashed(_)) {
+            return; // dropped at once
+        }
+        // Let the last bytes (a Close frame, TLS close_notify) out, briefly, off the hot path.
+        if let Some(tls) = conn.tls.as_mut() {
+            tls.send_close_notify();
+            while let Some(c) = tls.poll_transmit() {
+                conn.out.push_back(c);
+            }
+        }
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let flush = async {
+                for chunk in conn.out {
+                    conn.sock.write_all(&chunk).await?;
+                }
+                conn.sock.shutdown().await
+            };
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), flush).await;
+        });
+    }
+
+    fn collect_events(&mut self) {
+        while let Some(e) = self.stream.poll_event() {
+            self.pending.push_back(e);
+        }
+    }
+
+    fn forward_events(&mut self) {
+        while let Some(e) = self.pending.pop_front() {
+            match self.events.try_send(e) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(e)) => {
+                    self.pending.push_front(e);
+                    return;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    self.pending.clear();
+                    if !self.stream.state().is_terminal() {
+                        self.stream.stop(Instant::now());
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reads until the socket would block, the budget is spent, or the event queue is full;
+    /// straight into the core's read buffer (or TLS's ciphertext buffer).
+    fn read(&mut self) {
+        let mut budget = READ_BUDGET;
+        while budget > 0 && self.pending.len() < self.capacity && self.stream.is_connected() {
+            let Some(conn) = self.conn.as_mut() else {
+                return;
+            };
+            let now = Instant::now();
+            let result = match conn.tls.as_mut() {
+                Some(tls) => match conn.sock.try_read(tls.read_buf()) {
+                    Ok(0) => {
+                        let mut sink = StreamInput {
+                            stream: &mut self.stream,
+                            now,
+                        };
+                        let _ = tls.handle_eof(&mut sink);
+                        Ok(0)
+                    }
+                    Ok(n) => {
+                        let mut sink = StreamInput {
+                            stream: &mut self.stream,
+                            now,
+                        };
+                        tls.handle_read(n, &mut sink)
+                            .map(|()| n)
+                            .map_err(|e| io::Error::other(e.to_string()))
+                    }
+                    Err(e) => Err(e),
+                },
+                None => match conn.sock.try_read(self.stream.read_buf()) {
+                    Ok(n) if n > 0 => {
+                        self.stream.handle_read(n, now);
+                        Ok(n)
+                    }
+                    other => other,
+                },
+            };
+            match result {
+                Ok(0) => {
+                    self.stream.handle_eof(now);
+                    return;
+                }
+                Ok(n) => budget = budget.saturating_sub(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    self.stream.handle_transport_error(&e.to_string(), now);
+                    return;
+                }
+            }
+            self.collect_events();
+        }
+    }
+
+    /// Writes queued bytes, vectored, until the socket would block.
+    fn write_ready(&mut self) -> io::Result<()> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        while !conn.out.is_empty() {
+            let slices: Vec<IoSlice<'_>> =
+                conn.out.iter().take(64).map(|b| IoSlice::new(b)).collect();
+            match conn.sock.try_write_vectored(&slices) {
+                Ok(mut n) => {
+                    while n > 0 {
+                        let front = conn.out.front_mut().expect("wrote fewer bytes than queued");
+                        let take = n.min(front.len());
+                        front.advance(take);
+                        n -= take;
+                        if front.is_empty() {
+                            conn.out.pop_front();
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}

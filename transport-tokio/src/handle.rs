@@ -1,0 +1,151 @@
+//! The application's side: a cloneable command handle and a bounded event receiver.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use feedwire_core::rustls::ClientConfig;
+use feedwire_core::{
+    BetfairSubscription, Seed, StatsHandle, StatsSnapshot, StreamError, StreamEvent,
+};
+use tokio::sync::{mpsc, oneshot};
+
+/// Adapter settings.
+#[derive(Debug, Clone)]
+pub struct TokioOptions {
+    /// TLS configuration for `wss://` and `tls://` (default: Mozilla roots via webpki-roots).
+    /// Verification is always on; pass a config with your own roots for private CAs.
+    pub tls: Option<Arc<ClientConfig>>,
+    /// Events buffered for the application (default 4096). When full, the adapter stops
+    /// reading the socket until there is room: memory stays bounded, nothing is dropped.
+    pub event_capacity: usize,
+    /// `SO_RCVBUF` in bytes, if set.
+    pub recv_buffer: Option<u32>,
+    /// `SO_SNDBUF` in bytes, if set.
+    pub send_buffer: Option<u32>,
+    /// CSPRNG seed (default: from the OS).
+    pub seed: Option<Seed>,
+}
+
+impl Default for TokioOptions {
+    fn default() -> Self {
+        Self {
+            tls: None,
+            event_capacity: 4096,
+            recv_buffer: None,
+            send_buffer: None,
+            seed: None,
+        }
+    }
+}
+
+/// Why a command did not take effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// The stream refused it.
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    /// The stream's task has ended.
+    #[error("stream task has ended")]
+    Ended,
+}
+
+pub(crate) type Reply = oneshot::Sender<Result<(), StreamError>>;
+
+/// A command for the driver task.
+#[derive(Debug)]
+pub(crate) enum Command {
+    SendText(String, Reply),
+    Subscribe(Vec<String>, Reply),
+    Unsubscribe(Vec<String>, Reply),
+    SubscribeMarkets(BetfairSubscription, Reply),
+    SubscribeOrders(BetfairSubscription, Reply),
+    Stop,
+    Crash(String),
+}
+
+/// Controls one stream; `Clone + Send + Sync`. Commands reach the stream's task at once
+/// (it wakes on them), whatever the stream is doing.
+#[derive(Debug, Clone)]
+pub struct StreamHandle {
+    pub(crate) commands: mpsc::UnboundedSender<Command>,
+    pub(crate) stats: StatsHandle,
+}
+
+impl StreamHandle {
+    async fn call(&self, make: impl FnOnce(Reply) -> Command) -> Result<(), CommandError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(make(tx))
+            .map_err(|_| CommandError::Ended)?;
+        rx.await
+            .map_err(|_| CommandError::Ended)?
+            .map_err(CommandError::from)
+    }
+
+    /// Sends a text message (WebSocket) or line.
+    pub async fn send_text(&self, text: impl Into<String>) -> Result<(), CommandError> {
+        let text = text.into();
+        self.call(|r| Command::SendText(text, r)).await
+    }
+
+    /// Subscribes Binance streams (sent now if open, else on connect; resent after reconnects).
+    pub async fn subscribe(&self, streams: &[&str]) -> Result<(), CommandError> {
+        let streams = streams.iter().map(|s| (*s).to_owned()).collect();
+        self.call(|r| Command::Subscribe(streams, r)).await
+    }
+
+    /// Unsubscribes Binance streams; unknown ones are an error.
+    pub async fn unsubscribe(&self, streams: &[&str]) -> Result<(), CommandError> {
+        let streams = streams.iter().map(|s| (*s).to_owned()).collect();
+        self.call(|r| Command::Unsubscribe(streams, r)).await
+    }
+
+    /// Sets the Betfair market subscription (resent with the latest clk after reconnects).
+    pub async fn subscribe_markets(&self, sub: BetfairSubscription) -> Result<(), CommandError> {
+        self.call(|r| Command::SubscribeMarkets(sub, r)).await
+    }
+
+    /// Sets the Betfair order subscription.
+    pub async fn subscribe_orders(&self, sub: BetfairSubscription) -> Result<(), CommandError> {
+        self.call(|r| Command::SubscribeOrders(sub, r)).await
+    }
+
+    /// Graceful stop: Close frame on the wire at once, then wait for the peer (close
+    /// timeout). No reconnect follows.
+    pub fn stop(&self) {
+        let _ = self.commands.send(Command::Stop);
+    }
+
+    /// Immediate end: the connection is dropped at once. No reconnect follows.
+    pub fn crash(&self, reason: &str) {
+        let _ = self.commands.send(Command::Crash(reason.to_owned()));
+    }
+
+    /// A consistent statistics snapshot (no lock on the stream's hot path).
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+}
+
+/// The stream's events, in order. Ends after `Closed` or `Crashed`.
+#[derive(Debug)]
+pub struct Events {
+    pub(crate) rx: mpsc::Receiver<StreamEvent>,
+}
+
+impl Events {
+    /// The next event; `None` once the stream has ended and every event was taken.
+    pub async fn next(&mut self) -> Option<StreamEvent> {
+        self.rx.recv().await
+    }
+}
+
+impl futures_core::Stream for Events {
+    type Item = StreamEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<StreamEvent>> {
+        self.rx.poll_recv(cx)
+    }
+}

@@ -1,0 +1,111 @@
+//! Opening a connection: DNS, TCP (`TCP_NODELAY`, optional buffer sizes), and the TLS
+//! handshake through the core's shared TLS layer.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use feedwire_core::rustls::ClientConfig;
+use feedwire_core::{Endpoint, PlaintextSink, TlsSession};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{lookup_host, TcpSocket, TcpStream};
+
+use crate::handle::TokioOptions;
+
+/// A live connection: the socket, TLS if any, and bytes waiting to be written.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub(crate) sock: TcpStream,
+    pub(crate) tls: Option<TlsSession>,
+    pub(crate) out: VecDeque<Bytes>,
+}
+
+/// Takes no plaintext: during the handshake nothing is expected, and whatever arrives with
+/// the last handshake records stays in rustls until the stream is told it is connected.
+struct Nothing;
+
+impl PlaintextSink for Nothing {
+    fn read_buf(&mut self) -> &mut [u8] {
+        &mut []
+    }
+
+    fn handle_read(&mut self, _: usize) {}
+
+    fn accepts_input(&self) -> bool {
+        false
+    }
+}
+
+/// Connects to `endpoint`; errors name the step that failed (DNS, connect, TLS).
+pub(crate) async fn open(
+    endpoint: Endpoint,
+    tls: Arc<ClientConfig>,
+    options: &TokioOptions,
+) -> Result<Conn, String> {
+    let target = (endpoint.host.as_str(), endpoint.port);
+    let mut last = format!("DNS: no address for {}", endpoint.host);
+    let mut sock = None;
+    for addr in lookup_host(target)
+        .await
+        .map_err(|e| format!("DNS {}: {e}", endpoint.host))?
+    {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        }
+        .map_err(|e| e.to_string())?;
+        if let Some(n) = options.recv_buffer {
+            socket.set_recv_buffer_size(n).map_err(|e| e.to_string())?;
+        }
+        if let Some(n) = options.send_buffer {
+            socket.set_send_buffer_size(n).map_err(|e| e.to_string())?;
+        }
+        match socket.connect(addr).await {
+            Ok(s) => {
+                sock = Some(s);
+                break;
+            }
+            Err(e) => last = format!("connect {addr}: {e}"),
+        }
+    }
+    let mut sock = sock.ok_or(last)?;
+    sock.set_nodelay(true).map_err(|e| e.to_string())?;
+    let tls = if endpoint.scheme.is_tls() {
+        let mut session = TlsSession::new(tls, &endpoint.host).map_err(|e| e.to_string())?;
+        while session.is_handshaking() {
+            while let Some(c) = session.poll_transmit() {
+                sock.write_all(&c)
+                    .await
+                    .map_err(|e| format!("TLS handshake write: {e}"))?;
+            }
+            if !session.is_handshaking() {
+                break;
+            }
+            let n = sock
+                .read(session.read_buf())
+                .await
+                .map_err(|e| format!("TLS handshake read: {e}"))?;
+            if n == 0 {
+                return Err("TLS handshake: connection closed by peer".to_owned());
+            }
+            session
+                .handle_read(n, &mut Nothing)
+                .map_err(|e| e.to_string())?;
+        }
+        // Finished messages may still be queued.
+        while let Some(c) = session.poll_transmit() {
+            sock.write_all(&c)
+                .await
+                .map_err(|e| format!("TLS handshake write: {e}"))?;
+        }
+        Some(session)
+    } else {
+        None
+    };
+    Ok(Conn {
+        sock,
+        tls,
+        out: VecDeque::new(),
+    })
+}

@@ -1,0 +1,49 @@
+//! # feedwire-tokio
+//!
+//! The tokio adapter: one task per stream moves bytes between a socket (TCP, rustls TLS via
+//! the core's shared [`TlsSession`](feedwire_core::TlsSession)) and the sans-IO
+//! [`Stream`](feedwire_core::Stream), sleeps until the core's next deadline, and wakes at once
+//! on a command — so `stop()` puts the Close frame on the wire without waiting for traffic.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use feedwire_core::{StreamConfig, StreamEvent};
+//! use feedwire_tokio::{connect, TokioOptions};
+//!
+//! let config = StreamConfig::binance_stream("wss://stream.binance.com:9443/ws");
+//! let (handle, mut events) = connect(config, TokioOptions::default())?;
+//! handle.subscribe(&["btcusdt@aggTrade"]).await?;
+//! while let Some(event) = events.next().await {
+//!     if let StreamEvent::Data { payload, .. } = event {
+//!         println!("{}", String::from_utf8_lossy(&payload));
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+
+mod driver;
+mod handle;
+mod io;
+
+pub use handle::{CommandError, Events, StreamHandle, TokioOptions};
+
+use feedwire_core::{os_seed, ConfigError, Stream, StreamConfig};
+
+/// Starts a stream on the current tokio runtime: returns the command handle and the event
+/// receiver. Dropping every handle stops the stream gracefully; dropping the receiver too.
+///
+/// # Panics
+/// Outside a tokio runtime.
+pub fn connect(
+    config: StreamConfig,
+    options: TokioOptions,
+) -> Result<(StreamHandle, Events), ConfigError> {
+    let stream = Stream::new(
+        config,
+        options.seed.unwrap_or_else(os_seed),
+        std::time::Instant::now(),
+    )?;
+    let (handle, events, driver) = driver::Driver::new(stream, options);
+    tokio::spawn(driver.run());
+    Ok((handle, events))
+}
