@@ -38,6 +38,26 @@ impl TlsError {
     }
 }
 
+/// A TLS failure as a stream reports it: comparable and cloneable, keeping what matters to
+/// an operator (was it the certificate?) and rustls's own words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct TlsFailure {
+    /// The peer's certificate failed verification (unknown issuer, wrong name, expired, …).
+    pub certificate: bool,
+    /// What rustls said.
+    pub message: String,
+}
+
+impl From<&TlsError> for TlsFailure {
+    fn from(e: &TlsError) -> Self {
+        Self {
+            certificate: e.is_certificate_error(),
+            message: e.to_string(),
+        }
+    }
+}
+
 /// Where decrypted bytes go: an engine's read buffer.
 pub trait PlaintextSink {
     /// Space for the next plaintext bytes.

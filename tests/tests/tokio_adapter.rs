@@ -235,3 +235,71 @@ async fn a_slow_consumer_keeps_memory_bounded() {
         "nothing dropped: {data} of {stalled}"
     );
 }
+
+#[tokio::test]
+async fn an_untrusted_certificate_is_a_typed_tls_error_never_a_fallback() {
+    let srv = ReplayServer::start(ReplayConfig {
+        tls: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    // Default options trust the public roots only, not the replay server's start-up CA.
+    let (handle, mut events) = connect(
+        StreamConfig::binance_stream(&srv.url()),
+        TokioOptions::default(),
+    )
+    .unwrap();
+    let mut reason = None;
+    while let Some(e) = tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+        match e {
+            StreamEvent::Data { .. } => panic!("data over an unverified connection"),
+            StreamEvent::Reconnecting { reason: r, .. } => {
+                reason = Some(r);
+                handle.crash("seen");
+            }
+            _ => {}
+        }
+    }
+    match reason {
+        Some(EndReason::Tls(failure)) => assert!(failure.certificate, "{failure:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn faults_lead_to_reconnects_with_every_complete_message_delivered_once() {
+    for (fault, expect) in [
+        (Fault::Reset { after: 100 }, 100usize),
+        (Fault::CloseMidFrame { after: 250 }, 250),
+    ] {
+        let srv = ReplayServer::start(ReplayConfig {
+            fault: Some(fault),
+            count: Some(1000),
+            ..ReplayConfig::new(Scenario::SmallAggTrade)
+        })
+        .unwrap();
+        let payloads = srv.payloads().to_vec();
+        let (handle, mut events) =
+            connect(StreamConfig::binance_stream(&srv.url()), options_for(&srv)).unwrap();
+        let mut got = Vec::new();
+        let mut reconnects = 0;
+        while let Some(e) = tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+            match e {
+                StreamEvent::Data { payload, .. } if reconnects == 0 => got.push(payload),
+                StreamEvent::Reconnecting { .. } => {
+                    reconnects += 1;
+                    handle.stop();
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(reconnects, 1, "{fault:?}");
+        assert_eq!(got.len(), expect, "{fault:?}");
+        assert!(
+            got.iter()
+                .enumerate()
+                .all(|(i, p)| *p == payloads[i % payloads.len()]),
+            "in order, once: {fault:?}"
+        );
+    }
+}

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::handle::{Command, Events, StreamHandle, TokioOptions};
-use crate::io::{open, Conn};
+use crate::io::{open, Conn, OpenError};
 
 /// Most bytes read per wake-up, so that one busy stream leaves the runtime to others.
 const READ_BUDGET: usize = 4 << 20;
@@ -23,7 +23,7 @@ enum Wake {
     EventRoom,
     Readable,
     Writable,
-    Connected(Result<Box<Conn>, String>),
+    Connected(Result<Box<Conn>, OpenError>),
     Deadline,
 }
 
@@ -34,7 +34,7 @@ pub(crate) struct Driver {
     pending: VecDeque<StreamEvent>,
     capacity: usize,
     conn: Option<Conn>,
-    connecting: Option<JoinHandle<Result<Conn, String>>>,
+    connecting: Option<JoinHandle<Result<Conn, OpenError>>>,
     tls: Arc<ClientConfig>,
     options: TokioOptions,
 }
@@ -96,11 +96,14 @@ impl Driver {
                                     now,
                                 };
                                 if let Err(e) = tls.flush_plaintext(&mut sink) {
-                                    self.stream.handle_transport_error(&e.to_string(), now);
+                                    self.stream.handle_tls_error(&e, now);
                                 }
                             }
                         }
-                        Err(reason) => self.stream.handle_connect_failed(&reason, now),
+                        Err(OpenError::Connect(reason)) => {
+                            self.stream.handle_connect_failed(&reason, now)
+                        }
+                        Err(OpenError::Tls(e)) => self.stream.handle_tls_error(&e, now),
                     }
                 }
                 Wake::Deadline => self.stream.handle_timeout(Instant::now()),
@@ -127,7 +130,7 @@ impl Driver {
             _ = async { conn.expect("guarded").sock.readable().await }, if want_read => Wake::Readable,
             _ = async { conn.expect("guarded").sock.writable().await }, if want_write => Wake::Writable,
             res = async { connecting.as_mut().expect("guarded").await }, if connecting.is_some() => {
-                Wake::Connected(res.unwrap_or_else(|e| Err(format!("connect task failed: {e}"))).map(Box::new))
+                Wake::Connected(res.unwrap_or_else(|e| Err(OpenError::Connect(format!("connect task failed: {e}")))).map(Box::new))
             }
             _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now).into()), if deadline.is_some() => Wake::Deadline,
         }

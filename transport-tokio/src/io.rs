@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use feedwire_core::rustls::ClientConfig;
-use feedwire_core::{Endpoint, PlaintextSink, TlsSession};
+use feedwire_core::{Endpoint, PlaintextSink, TlsError, TlsSession};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{lookup_host, TcpSocket, TcpStream};
 
@@ -36,12 +36,27 @@ impl PlaintextSink for Nothing {
     }
 }
 
+/// Why a connection could not be opened.
+#[derive(Debug)]
+pub(crate) enum OpenError {
+    /// DNS or TCP, named by step.
+    Connect(String),
+    /// The TLS handshake failed (certificate verification included).
+    Tls(TlsError),
+}
+
+impl From<String> for OpenError {
+    fn from(s: String) -> Self {
+        Self::Connect(s)
+    }
+}
+
 /// Connects to `endpoint`; errors name the step that failed (DNS, connect, TLS).
 pub(crate) async fn open(
     endpoint: Endpoint,
     tls: Arc<ClientConfig>,
     options: &TokioOptions,
-) -> Result<Conn, String> {
+) -> Result<Conn, OpenError> {
     let target = (endpoint.host.as_str(), endpoint.port);
     let mut last = format!("DNS: no address for {}", endpoint.host);
     let mut sock = None;
@@ -69,10 +84,10 @@ pub(crate) async fn open(
             Err(e) => last = format!("connect {addr}: {e}"),
         }
     }
-    let mut sock = sock.ok_or(last)?;
+    let mut sock = sock.ok_or(OpenError::Connect(last))?;
     sock.set_nodelay(true).map_err(|e| e.to_string())?;
     let tls = if endpoint.scheme.is_tls() {
-        let mut session = TlsSession::new(tls, &endpoint.host).map_err(|e| e.to_string())?;
+        let mut session = TlsSession::new(tls, &endpoint.host).map_err(OpenError::Tls)?;
         while session.is_handshaking() {
             while let Some(c) = session.poll_transmit() {
                 sock.write_all(&c)
@@ -87,11 +102,13 @@ pub(crate) async fn open(
                 .await
                 .map_err(|e| format!("TLS handshake read: {e}"))?;
             if n == 0 {
-                return Err("TLS handshake: connection closed by peer".to_owned());
+                return Err(OpenError::Connect(
+                    "TLS handshake: connection closed by peer".to_owned(),
+                ));
             }
             session
                 .handle_read(n, &mut Nothing)
-                .map_err(|e| e.to_string())?;
+                .map_err(OpenError::Tls)?;
         }
         // Finished messages may still be queued.
         while let Some(c) = session.poll_transmit() {

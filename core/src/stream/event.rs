@@ -16,6 +16,9 @@ pub enum EndReason {
     /// The transport could not connect (DNS, refused, TLS verification, …).
     #[error("connect failed: {0}")]
     ConnectFailed(String),
+    /// TLS failed: certificate verification, handshake, alert, truncation.
+    #[error("TLS: {0}")]
+    Tls(crate::tls::TlsFailure),
     /// The transport failed after connecting (reset, write error, …).
     #[error("transport error: {0}")]
     Transport(String),

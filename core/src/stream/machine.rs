@@ -258,6 +258,14 @@ impl Stream {
         }
     }
 
+    /// TLS failed, during the handshake or after.
+    pub fn handle_tls_error(&mut self, error: &crate::tls::TlsError, now: Instant) {
+        if self.conn.is_some() || matches!(self.state, StreamState::Connecting { .. }) {
+            self.end_connection(EndReason::Tls(error.into()), now);
+            self.publish(now);
+        }
+    }
+
     /// The transport failed after connecting.
     pub fn handle_transport_error(&mut self, reason: &str, now: Instant) {
         if self.conn.is_some() {
