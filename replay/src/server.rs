@@ -563,11 +563,12 @@ impl Writer {
 
     fn binance_reply(&mut self, text: &str) -> Option<String> {
         let id = wire::json_field(text, "id")?;
-        let id = if text.contains(&format!("\"id\":\"{id}\"")) {
-            format!("\"{id}\"")
-        } else {
-            id.to_owned()
-        };
+        if text.contains(&format!("\"id\":\"{id}\"")) {
+            // A WebSocket API request (string id): answer every method with an empty result.
+            return Some(format!(
+                "{{\"id\":\"{id}\",\"status\":200,\"result\":{{}},\"rateLimits\":[{{\"rateLimitType\":\"REQUEST_WEIGHT\",\"interval\":\"MINUTE\",\"intervalNum\":1,\"limit\":6000,\"count\":1}}]}}"
+            ));
+        }
         Some(match wire::json_field(text, "method") {
             Some("SUBSCRIBE") => {
                 self.started = true;

@@ -303,3 +303,123 @@ async fn faults_lead_to_reconnects_with_every_complete_message_delivered_once() 
         );
     }
 }
+
+#[tokio::test]
+async fn ws_api_request_resolves_with_its_response() {
+    let srv = ReplayServer::start(ReplayConfig::new(Scenario::SmallAggTrade)).unwrap();
+    let config = StreamConfig::binance_ws_api(&srv.subscribe_url());
+    let (handle, mut events) = connect(config, options_for(&srv)).unwrap();
+    while let Some(e) = events.next().await {
+        if matches!(e, StreamEvent::Opened { .. }) {
+            break;
+        }
+    }
+    let response = tokio::time::timeout(TIMEOUT, handle.request("time", None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!response.is_error);
+    let feedwire_core::RequestId::Str(uuid) = &response.id else {
+        panic!("{response:?}")
+    };
+    assert!(response
+        .payload
+        .starts_with(format!("{{\"id\":\"{uuid}\",\"status\":200").as_bytes()));
+    handle.stop();
+    while events.next().await.is_some() {}
+}
+
+/// A server that completes the WebSocket handshake, then reads and ignores everything.
+fn silent_websocket_server() -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let thread = std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = sock.read(&mut buf).unwrap();
+            head.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&head);
+        let key = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+            .unwrap()
+            .trim()
+            .to_owned();
+        let accept = feedwire_core::accept_key(key.as_bytes());
+        write!(sock, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n").unwrap();
+        while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    (addr, thread)
+}
+
+#[tokio::test]
+async fn unanswered_request_times_out_once() {
+    let (addr, _server) = silent_websocket_server();
+    let mut config = StreamConfig::binance_ws_api(&format!("ws://{addr}/ws-api/v3"));
+    config.router.request_timeout = Duration::from_millis(300);
+    let (handle, mut events) = connect(config, TokioOptions::default()).unwrap();
+    while let Some(e) = events.next().await {
+        if matches!(e, StreamEvent::Opened { .. }) {
+            break;
+        }
+    }
+    let result = tokio::time::timeout(TIMEOUT, handle.request("time", None))
+        .await
+        .unwrap();
+    assert_eq!(result, Err(feedwire_tokio::CommandError::TimedOut));
+    handle.crash("done");
+    while let Some(e) = events.next().await {
+        assert!(
+            !matches!(e, StreamEvent::RequestTimedOut { .. }),
+            "reported to the caller only"
+        );
+    }
+}
+
+#[tokio::test]
+async fn silence_after_subscribe_reconnects_on_the_first_data_timeout() {
+    let srv = ReplayServer::start(ReplayConfig {
+        fault: Some(Fault::SilenceAfterSubscribe),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut config = StreamConfig::binance_stream(&srv.subscribe_url());
+    config.timeouts.first_data = Some(Duration::from_millis(300));
+    let (handle, mut events) = connect(config, options_for(&srv)).unwrap();
+    handle.subscribe(&["btcusdt@aggTrade"]).await.unwrap();
+    let mut reason = None;
+    while let Some(e) = tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+        if let StreamEvent::Reconnecting { reason: r, .. } = e {
+            reason = Some(r);
+            handle.stop();
+        }
+    }
+    assert_eq!(reason, Some(EndReason::FirstDataTimeout));
+}
+
+#[tokio::test]
+async fn a_handshake_that_never_answers_hits_the_connect_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _keep = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s); // accept, never answer
+        }
+    });
+    let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+    config.timeouts.connect = Duration::from_millis(300);
+    let (handle, mut events) = connect(config, TokioOptions::default()).unwrap();
+    let mut reason = None;
+    while let Some(e) = tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+        if let StreamEvent::Reconnecting { reason: r, .. } = e {
+            reason = Some(r);
+            handle.crash("seen");
+        }
+    }
+    assert_eq!(reason, Some(EndReason::ConnectTimeout));
+}

@@ -1,18 +1,22 @@
 //! The task that drives one stream: wait for a command, readability, writability, a finished
 //! connect, room in the event queue, or the core's next deadline — whichever comes first.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Buf;
 use feedwire_core::rustls::ClientConfig;
-use feedwire_core::{default_tls_config, Stream, StreamEvent, StreamInput, TransportCommand};
+use feedwire_core::{
+    default_tls_config, RequestId, Stream, StreamEvent, StreamInput, TransportCommand,
+};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::handle::{Command, Events, StreamHandle, TokioOptions};
+use crate::handle::{
+    Command, CommandError, Events, Response, ResponseReply, StreamHandle, TokioOptions,
+};
 use crate::io::{open, Conn, OpenError};
 
 /// Most bytes read per wake-up, so that one busy stream leaves the runtime to others.
@@ -37,6 +41,8 @@ pub(crate) struct Driver {
     connecting: Option<JoinHandle<Result<Conn, OpenError>>>,
     tls: Arc<ClientConfig>,
     options: TokioOptions,
+    /// Requests whose caller awaits the response.
+    waiting: HashMap<RequestId, ResponseReply>,
 }
 
 impl Driver {
@@ -58,6 +64,7 @@ impl Driver {
             connecting: None,
             tls: options.tls.clone().unwrap_or_else(default_tls_config),
             options,
+            waiting: HashMap::new(),
         };
         (handle, Events { rx: ev_rx }, driver)
     }
@@ -142,6 +149,21 @@ impl Driver {
             Command::SendText(text, reply) => {
                 let _ = reply.send(self.stream.send_text(&text));
             }
+            Command::SendBinary(data, reply) => {
+                let _ = reply.send(self.stream.send_binary(&data));
+            }
+            Command::Request {
+                method,
+                params,
+                reply,
+            } => match self.stream.request(&method, params.as_deref(), now) {
+                Ok(id) => {
+                    self.waiting.insert(id, reply);
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e.into()));
+                }
+            },
             Command::Subscribe(streams, reply) => {
                 let refs: Vec<&str> = streams.iter().map(String::as_str).collect();
                 let _ = reply.send(self.stream.subscribe(&refs, now));
@@ -223,9 +245,45 @@ impl Driver {
         });
     }
 
+    /// Moves the core's events to the application queue; answers and timeouts of awaited
+    /// requests go to their callers instead (each exactly once).
     fn collect_events(&mut self) {
         while let Some(e) = self.stream.poll_event() {
-            self.pending.push_back(e);
+            match e {
+                StreamEvent::Response {
+                    id,
+                    payload,
+                    is_error,
+                    kind,
+                } => match self.waiting.remove(&id) {
+                    Some(reply) => {
+                        let _ = reply.send(Ok(Response {
+                            id,
+                            payload,
+                            is_error,
+                        }));
+                    }
+                    None => self.pending.push_back(StreamEvent::Response {
+                        id,
+                        kind,
+                        payload,
+                        is_error,
+                    }),
+                },
+                StreamEvent::RequestTimedOut { id, kind } => match self.waiting.remove(&id) {
+                    Some(reply) => {
+                        let _ = reply.send(Err(CommandError::TimedOut));
+                    }
+                    None => self
+                        .pending
+                        .push_back(StreamEvent::RequestTimedOut { id, kind }),
+                },
+                other => self.pending.push_back(other),
+            }
+        }
+        if self.stream.state().is_terminal() {
+            // Dropping the senders tells every waiting caller that the stream ended.
+            self.waiting.clear();
         }
     }
 

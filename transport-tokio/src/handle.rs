@@ -4,9 +4,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
-    BetfairSubscription, Seed, StatsHandle, StatsSnapshot, StreamError, StreamEvent,
+    BetfairSubscription, RequestId, Seed, StatsHandle, StatsSnapshot, StreamError, StreamEvent,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -49,14 +50,35 @@ pub enum CommandError {
     /// The stream's task has ended.
     #[error("stream task has ended")]
     Ended,
+    /// The request got no response within the request timeout.
+    #[error("request timed out")]
+    TimedOut,
+}
+
+/// The answer to [`StreamHandle::request`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The id the request was sent with.
+    pub id: RequestId,
+    /// The response (zero-copy).
+    pub payload: Bytes,
+    /// It reports an error (e.g. a non-200 status).
+    pub is_error: bool,
 }
 
 pub(crate) type Reply = oneshot::Sender<Result<(), StreamError>>;
+pub(crate) type ResponseReply = oneshot::Sender<Result<Response, CommandError>>;
 
 /// A command for the driver task.
 #[derive(Debug)]
 pub(crate) enum Command {
     SendText(String, Reply),
+    SendBinary(Vec<u8>, Reply),
+    Request {
+        method: String,
+        params: Option<String>,
+        reply: ResponseReply,
+    },
     Subscribe(Vec<String>, Reply),
     Unsubscribe(Vec<String>, Reply),
     SubscribeMarkets(BetfairSubscription, Reply),
@@ -88,6 +110,29 @@ impl StreamHandle {
     pub async fn send_text(&self, text: impl Into<String>) -> Result<(), CommandError> {
         let text = text.into();
         self.call(|r| Command::SendText(text, r)).await
+    }
+
+    /// Sends a binary message (WebSocket streams).
+    pub async fn send_binary(&self, data: impl Into<Vec<u8>>) -> Result<(), CommandError> {
+        let data = data.into();
+        self.call(|r| Command::SendBinary(data, r)).await
+    }
+
+    /// Sends a Binance WebSocket API request (`params_json`: a JSON value) and waits for its
+    /// response, or [`CommandError::TimedOut`] after the request timeout.
+    pub async fn request(
+        &self,
+        method: &str,
+        params_json: Option<&str>,
+    ) -> Result<Response, CommandError> {
+        let (tx, rx) = oneshot::channel();
+        let cmd = Command::Request {
+            method: method.to_owned(),
+            params: params_json.map(str::to_owned),
+            reply: tx,
+        };
+        self.commands.send(cmd).map_err(|_| CommandError::Ended)?;
+        rx.await.map_err(|_| CommandError::Ended)?
     }
 
     /// Subscribes Binance streams (sent now if open, else on connect; resent after reconnects).

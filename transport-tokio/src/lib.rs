@@ -25,7 +25,7 @@ mod driver;
 mod handle;
 mod io;
 
-pub use handle::{CommandError, Events, StreamHandle, TokioOptions};
+pub use handle::{CommandError, Events, Response, StreamHandle, TokioOptions};
 
 use feedwire_core::{os_seed, ConfigError, Stream, StreamConfig};
 

@@ -97,6 +97,15 @@ impl Connection {
         }
     }
 
+    /// Sends a binary WebSocket message; `None` for line streams (no binary there), else
+    /// whether the engine took it.
+    pub(crate) fn send_binary(&mut self, data: &[u8]) -> Option<bool> {
+        match self {
+            Self::Ws(c) => Some(c.send_binary(data).is_ok()),
+            Self::Lines(_) => None,
+        }
+    }
+
     /// Sends a WebSocket ping; false for line streams (they probe with a protocol message).
     pub(crate) fn ping(&mut self) -> bool {
         match self {

@@ -479,6 +479,20 @@ impl Stream {
         Ok(())
     }
 
+    /// Sends an application binary message (WebSocket streams only).
+    pub fn send_binary(&mut self, data: &[u8]) -> Result<(), StreamError> {
+        self.check_open()?;
+        let conn = self.conn.as_mut().ok_or(StreamError::NotOpen)?;
+        match conn.send_binary(data) {
+            None => Err(StreamError::NotSupported),
+            Some(false) => Err(StreamError::NotOpen),
+            Some(true) => {
+                self.stats.sent(data.len());
+                Ok(())
+            }
+        }
+    }
+
     /// Frees the connection's read buffer if nothing partial is buffered (for transports
     /// holding many quiet streams).
     pub fn release_read_buffer(&mut self) -> bool {
