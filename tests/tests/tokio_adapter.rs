@@ -423,3 +423,79 @@ async fn a_handshake_that_never_answers_hits_the_connect_timeout() {
     }
     assert_eq!(reason, Some(EndReason::ConnectTimeout));
 }
+
+/// An independent server (tokio-tungstenite) that echoes every data message.
+async fn tungstenite_echo_server() -> std::net::SocketAddr {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let config = WebSocketConfig::default()
+                    .max_message_size(Some(64 << 20))
+                    .max_frame_size(Some(64 << 20));
+                let Ok(mut ws) =
+                    tokio_tungstenite::accept_async_with_config(sock, Some(config)).await
+                else {
+                    return;
+                };
+                while let Some(Ok(m)) = ws.next().await {
+                    if (m.is_text() || m.is_binary()) && ws.send(m).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn interop_echo_through_the_adapter_0_bytes_to_1_mib() {
+    let addr = tungstenite_echo_server().await;
+    let (handle, mut events) = connect(
+        StreamConfig::binance_ws_api(&format!("ws://{addr}/echo")),
+        TokioOptions::default(),
+    )
+    .unwrap();
+    // Application messages need an open stream (sending earlier is a typed error).
+    assert!(matches!(
+        handle.send_text("too early").await,
+        Err(feedwire_tokio::CommandError::Stream(_))
+    ));
+    while let Some(e) = events.next().await {
+        if matches!(e, StreamEvent::Opened { .. }) {
+            break;
+        }
+    }
+    for len in [0usize, 1, 125, 126, 65535, 65536, 1 << 20] {
+        let text = "é".repeat(len / 2);
+        handle.send_text(text.clone()).await.unwrap();
+        let binary: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+        handle.send_binary(binary.clone()).await.unwrap();
+        let mut echoed = Vec::new();
+        while echoed.len() < 2 {
+            match tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+                Some(StreamEvent::Data { payload, .. }) => echoed.push(payload),
+                Some(_) => {}
+                None => panic!("ended"),
+            }
+        }
+        assert_eq!(echoed[0], text.as_bytes(), "text {len}");
+        assert_eq!(echoed[1], binary, "binary {len}");
+    }
+    handle.stop();
+    let mut last = None;
+    while let Some(e) = tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+        last = Some(e);
+    }
+    assert_eq!(
+        last,
+        Some(StreamEvent::Closed {
+            by: CloseInitiator::Local,
+            code: 1000
+        })
+    );
+}

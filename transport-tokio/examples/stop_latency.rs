@@ -14,7 +14,7 @@ use feedwire_core::{accept_key, StreamConfig, StreamEvent};
 use feedwire_tokio::{connect, TokioOptions};
 
 /// A server that completes the handshake, stays silent, and reports when a Close frame
-/// (opcode 0x8, masked) arrives.
+/// (opcode 0x8, masked) arrives, or the connection ends (for `crash()`).
 fn silent_server(listener: &TcpListener, closed_at: mpsc::Sender<Instant>) -> std::io::Result<()> {
     let (mut sock, _) = listener.accept()?;
     sock.set_nodelay(true)?;
@@ -37,8 +37,10 @@ fn silent_server(listener: &TcpListener, closed_at: mpsc::Sender<Instant>) -> st
         accept_key(key.as_bytes())
     )?;
     loop {
-        let n = sock.read(&mut buf)?;
+        // A reset reads as the end too.
+        let n: usize = sock.read(&mut buf).unwrap_or_default();
         if n == 0 {
+            let _ = closed_at.send(Instant::now());
             return Ok(());
         }
         if buf[..n].contains(&0x88) {
@@ -50,18 +52,21 @@ fn silent_server(listener: &TcpListener, closed_at: mpsc::Sender<Instant>) -> st
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let trials: usize = std::env::args().nth(1).map_or(Ok(1000), |s| s.parse())?;
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let url = format!("ws://{}/ws", listener.local_addr()?);
+/// Runs `trials` connections; on each idle stream calls `end` and measures until the server
+/// sees the Close frame (stop) or the connection end (crash).
+async fn measure(
+    url: &str,
+    listener: &TcpListener,
+    trials: usize,
+    crash: bool,
+) -> Result<Vec<Duration>, Box<dyn std::error::Error>> {
     let mut latencies = Vec::with_capacity(trials);
     for _ in 0..trials {
         let (tx, rx) = mpsc::channel();
         let l = listener.try_clone()?;
         let server = std::thread::spawn(move || silent_server(&l, tx));
         let (handle, mut events) =
-            connect(StreamConfig::binance_stream(&url), TokioOptions::default())?;
+            connect(StreamConfig::binance_stream(url), TokioOptions::default())?;
         while let Some(e) = events.next().await {
             if matches!(e, StreamEvent::Opened { .. }) {
                 break;
@@ -70,19 +75,37 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Idle for a moment, as a stream between messages would be.
         tokio::time::sleep(Duration::from_millis(2)).await;
         let called = Instant::now();
-        handle.stop();
+        if crash {
+            handle.crash("measure");
+        } else {
+            handle.stop();
+        }
         while events.next().await.is_some() {}
         let arrived = rx.recv_timeout(Duration::from_secs(5))?;
         latencies.push(arrived.saturating_duration_since(called));
         let _ = server.join();
     }
     latencies.sort();
-    let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
-    println!(
-        "stop() to Close frame at the server, {trials} trials on loopback: p50 {:?}, p99 {:?}, max {:?}",
-        pct(0.50),
-        pct(0.99),
-        latencies[latencies.len() - 1]
-    );
+    Ok(latencies)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let trials: usize = std::env::args().nth(1).map_or(Ok(1000), |s| s.parse())?;
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("ws://{}/ws", listener.local_addr()?);
+    for (name, crash) in [
+        ("stop() to Close frame at the server", false),
+        ("crash() to connection end at the server", true),
+    ] {
+        let l = measure(&url, &listener, trials, crash).await?;
+        let pct = |p: f64| l[((l.len() as f64 - 1.0) * p).round() as usize];
+        println!(
+            "{name}, {trials} idle streams on loopback: p50 {:?}, p99 {:?}, max {:?}",
+            pct(0.50),
+            pct(0.99),
+            l[l.len() - 1]
+        );
+    }
     Ok(())
 }
