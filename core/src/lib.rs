@@ -65,8 +65,3 @@ pub use ws::{
 pub mod test_exports {
     pub use crate::ws::{Decoded, FrameDecoder};
 }
-
-/// The README's Rust examples compile as doctests, so they cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;

@@ -72,6 +72,9 @@ pub struct ReplayConfig {
     pub seed: u64,
     /// Port on 127.0.0.1 (0: any free port).
     pub port: u16,
+    /// After the last message keep the connection open (the client ends it) instead of
+    /// closing it (WebSocket Close 1000; lines: end of stream).
+    pub hold_open: bool,
 }
 
 impl ReplayConfig {
@@ -85,6 +88,7 @@ impl ReplayConfig {
             tls: false,
             seed: 1,
             port: 0,
+            hold_open: false,
         }
     }
 }
@@ -384,7 +388,11 @@ impl Writer {
         loop {
             let streaming = self.started && !self.silent && self.sent < self.shared.total;
             if !streaming {
-                if self.started && self.sent >= self.shared.total && !self.close_sent {
+                if self.started
+                    && self.sent >= self.shared.total
+                    && !self.close_sent
+                    && !self.shared.config.hold_open
+                {
                     self.close_sent = true;
                     if self.lines() {
                         wr.flush().await?;

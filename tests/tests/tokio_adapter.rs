@@ -499,3 +499,57 @@ async fn interop_echo_through_the_adapter_0_bytes_to_1_mib() {
         })
     );
 }
+
+#[tokio::test]
+async fn dropping_the_event_receiver_stops_the_stream() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(1_000_000),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let (handle, events) =
+        connect(StreamConfig::binance_stream(&srv.url()), options_for(&srv)).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    drop(events);
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    // State 5 is Closed (see StatsSnapshot::state).
+    while handle.stats().state != 5 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still {:?}",
+            handle.stats().state
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn refused_upgrades_back_off_and_retry() {
+    let srv = ReplayServer::start(ReplayConfig {
+        fault: Some(Fault::RefuseUpgrade(503)),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let (handle, mut events) =
+        connect(StreamConfig::binance_stream(&srv.url()), options_for(&srv)).unwrap();
+    let mut delays = Vec::new();
+    while let Some(e) = tokio::time::timeout(TIMEOUT, events.next()).await.unwrap() {
+        if let StreamEvent::Reconnecting { delay, reason, .. } = e {
+            assert!(
+                matches!(
+                    reason,
+                    EndReason::WebSocket(feedwire_core::Error::Handshake(
+                        feedwire_core::HandshakeError::Rejected { status: 503, .. }
+                    ))
+                ),
+                "{reason:?}"
+            );
+            delays.push(delay);
+            if delays.len() == 3 {
+                handle.crash("enough");
+            }
+        }
+    }
+    assert_eq!(delays.len(), 3);
+    assert!(srv.connections() >= 3);
+}

@@ -29,6 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(_) => None,
         None => Some(ReplayServer::start(ReplayConfig {
             tls: true,
+            hold_open: true,
             ..ReplayConfig::new(Scenario::BetfairMcm)
         })?),
     };
