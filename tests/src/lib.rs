@@ -1,4 +1,6 @@
 //! Cross-crate test support for feedwire: drivers that move bytes between real sockets and
-//! the sans-IO core, shared by the interop and loopback tests.
+//! the sans-IO core, the adapter facade, and the loopback scenarios every adapter passes.
 
+pub mod adapter;
 pub mod blocking;
+pub mod scenarios;

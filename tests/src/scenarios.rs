@@ -1,0 +1,515 @@
+//! The loopback scenarios every adapter must pass, on 127.0.0.1 against the replay server
+//! (and a few hand-made peers). Each function panics with a message on failure; an adapter's
+//! test file calls each one with its [`Adapter`].
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use feedwire_core::{
+    accept_key, BetfairAuth, BetfairSubscription, CloseInitiator, EndReason, Error, HandshakeError,
+    StreamConfig, StreamEvent,
+};
+use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario};
+
+use crate::adapter::{Adapter, Session};
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+const CAPACITY: usize = 4096;
+
+fn start(adapter: &dyn Adapter, config: StreamConfig, srv: &ReplayServer) -> Box<dyn Session> {
+    adapter.start(config, srv.pki().map(|p| p.root_store()), CAPACITY)
+}
+
+fn next(s: &mut dyn Session) -> Option<StreamEvent> {
+    s.next_event(TIMEOUT).expect("an event within the timeout")
+}
+
+/// Events until the end, counting data messages; stops after `stop_after` of them.
+fn consume(s: &mut dyn Session, stop_after: usize) -> (usize, Vec<StreamEvent>) {
+    let (mut data, mut others) = (0, Vec::new());
+    while let Some(e) = next(s) {
+        match e {
+            StreamEvent::Data { .. } => {
+                data += 1;
+                if data == stop_after {
+                    s.stop();
+                }
+            }
+            other => others.push(other),
+        }
+    }
+    (data, others)
+}
+
+/// Drains the events; the last one.
+fn last_event(s: &mut dyn Session) -> Option<StreamEvent> {
+    let mut last = None;
+    while let Some(e) = next(s) {
+        last = Some(e);
+    }
+    last
+}
+
+const CLOSED_BY_US: StreamEvent = StreamEvent::Closed {
+    by: CloseInitiator::Local,
+    code: 1000,
+};
+
+fn wait_for(s: &mut dyn Session, pred: impl Fn(&StreamEvent) -> bool) {
+    loop {
+        match next(s) {
+            Some(e) if pred(&e) => return,
+            Some(_) => {}
+            None => panic!("the stream ended first"),
+        }
+    }
+}
+
+fn replay(config: ReplayConfig) -> ReplayServer {
+    ReplayServer::start(config).expect("replay server")
+}
+
+/// WebSocket firehose, plain and TLS: every message, then a clean stop.
+pub fn websocket_firehose(adapter: &dyn Adapter) {
+    for tls in [false, true] {
+        let srv = replay(ReplayConfig {
+            count: Some(50_000),
+            tls,
+            hold_open: true,
+            ..ReplayConfig::new(Scenario::SmallAggTrade)
+        });
+        let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
+        let (data, others) = consume(s.as_mut(), 50_000);
+        assert_eq!(data, 50_000, "tls={tls}");
+        assert!(
+            matches!(
+                others.last(),
+                Some(StreamEvent::Closed {
+                    by: CloseInitiator::Local,
+                    ..
+                })
+            ),
+            "{others:?}"
+        );
+        assert_eq!(s.stats().messages_received, 50_000);
+    }
+}
+
+/// Betfair lines over TLS: authentication, market subscription, every mcm line.
+pub fn betfair_lines_over_tls(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        count: Some(5_000),
+        tls: true,
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::BetfairMcm)
+    });
+    let auth = BetfairAuth {
+        app_key: "k".into(),
+        session: "s".into(),
+    };
+    let mut s = start(adapter, StreamConfig::betfair(&srv.url(), auth), &srv);
+    let sub = BetfairSubscription {
+        filter_json: r#"{"marketIds":["1.2345"]}"#.into(),
+        data_filter_json: None,
+        heartbeat_ms: Some(5000),
+        conflate_ms: None,
+    };
+    s.subscribe_markets(sub).unwrap();
+    let (data, others) = consume(s.as_mut(), 5_000);
+    assert_eq!(data, 5_000);
+    assert!(others.contains(&StreamEvent::Authenticated), "{others:?}");
+}
+
+/// stop() on a stream receiving nothing: only our Close (and its echo) can end it.
+pub fn stop_on_an_idle_stream(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        fault: Some(Fault::SilenceAfterSubscribe),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut s = start(
+        adapter,
+        StreamConfig::binance_stream(&srv.subscribe_url()),
+        &srv,
+    );
+    s.subscribe(&["btcusdt@aggTrade"]).unwrap();
+    wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Subscribed { .. }));
+    s.stop();
+    assert_eq!(last_event(s.as_mut()), Some(CLOSED_BY_US));
+}
+
+/// crash() on a busy stream: the events end with the crash, no reconnect.
+pub fn crash_on_a_busy_stream(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        count: Some(1_000_000),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
+    let mut data = 0;
+    let mut end = None;
+    while let Some(e) = next(s.as_mut()) {
+        match e {
+            StreamEvent::Data { .. } => {
+                data += 1;
+                if data == 1000 {
+                    s.crash("test");
+                }
+            }
+            StreamEvent::Crashed(r) => end = Some(r),
+            StreamEvent::Reconnecting { .. } => panic!("no reconnect after crash"),
+            _ => {}
+        }
+    }
+    assert_eq!(end, Some(EndReason::UserCrash("test".into())));
+    assert_eq!(srv.connections(), 1);
+}
+
+/// Reads a client's upgrade request from `sock` and answers 101.
+fn accept_upgrade(sock: &mut std::net::TcpStream) {
+    let mut buf = [0u8; 4096];
+    let mut head = Vec::new();
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = sock.read(&mut buf).unwrap();
+        head.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&head);
+    let key = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let accept = accept_key(key.as_bytes());
+    write!(sock, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n").unwrap();
+}
+
+/// An unanswered request times out, reported to its caller only, once.
+pub fn unanswered_request_times_out(adapter: &dyn Adapter) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().unwrap();
+        accept_upgrade(&mut sock);
+        let mut buf = [0u8; 4096];
+        while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let mut config = StreamConfig::binance_ws_api(&format!("ws://{addr}/ws-api/v3"));
+    config.router.request_timeout = Duration::from_millis(300);
+    let mut s = adapter.start(config, None, CAPACITY);
+    wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Opened { .. }));
+    let err = s.request("time").unwrap_err();
+    assert!(err.contains("timed out"), "{err}");
+    s.crash("done");
+    while let Some(e) = next(s.as_mut()) {
+        assert!(
+            !matches!(e, StreamEvent::RequestTimedOut { .. }),
+            "reported to the caller only"
+        );
+    }
+}
+
+/// A server that sends one and a half frames, waits for the client's Close, then sends the
+/// rest of the frame and echoes the Close.
+fn half_frame_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().unwrap();
+        accept_upgrade(&mut sock);
+        let mut buf = [0u8; 4096];
+        let mut out = Vec::new();
+        let frame = |p: &[u8]| [&[0x81, p.len() as u8][..], p].concat();
+        out.extend(frame(br#"{"e":"first"}"#));
+        let second = frame(br#"{"e":"second, arriving in two halves"}"#);
+        out.extend(&second[..10]);
+        sock.write_all(&out).unwrap();
+        // Wait for the client's Close, then finish the frame and echo.
+        loop {
+            let n = sock.read(&mut buf).unwrap();
+            if n == 0 || buf[..n].contains(&0x88) {
+                break;
+            }
+        }
+        sock.write_all(&second[10..]).unwrap();
+        sock.write_all(&[0x88, 0x02, 0x03, 0xE8]).unwrap();
+    });
+    addr
+}
+
+/// stop() while a message is half received: the message still arrives, then Closed.
+pub fn stop_with_a_half_received_message(adapter: &dyn Adapter) {
+    let addr = half_frame_server();
+    let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/stream?streams=a@b"));
+    config.reconnect.enabled = false;
+    let mut s = adapter.start(config, None, CAPACITY);
+    wait_for(
+        s.as_mut(),
+        |e| matches!(e, StreamEvent::Data { payload, .. } if payload == "{\"e\":\"first\"}"),
+    );
+    s.stop();
+    let mut rest = Vec::new();
+    while let Some(e) = next(s.as_mut()) {
+        rest.push(e);
+    }
+    assert!(
+        matches!(&rest[0], StreamEvent::Data { payload, .. } if payload.starts_with(b"{\"e\":\"second")),
+        "{rest:?}"
+    );
+    assert_eq!(rest.last(), Some(&CLOSED_BY_US));
+}
+
+/// Dropping the event receiver stops the stream.
+pub fn dropping_the_events_stops_the_stream(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        count: Some(1_000_000),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
+    wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Data { .. }));
+    s.drop_events();
+    let deadline = Instant::now() + TIMEOUT;
+    // State 5 is Closed (see StatsSnapshot::state).
+    while s.stats().state != 5 {
+        assert!(
+            Instant::now() < deadline,
+            "still in state {}",
+            s.stats().state
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A consumer that stops taking events makes the adapter stop reading: memory stays
+/// bounded, and nothing is dropped.
+pub fn slow_consumer_keeps_memory_bounded(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        count: Some(300_000),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut s = adapter.start(StreamConfig::binance_stream(&srv.url()), None, 64);
+    wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Data { .. }));
+    std::thread::sleep(Duration::from_millis(300));
+    let stalled = s.stats().messages_received;
+    assert!(
+        stalled < 20_000,
+        "read {stalled} messages while the consumer slept"
+    );
+    s.stop();
+    let (data, _) = consume(s.as_mut(), usize::MAX);
+    assert!(
+        data as u64 + 1 >= stalled,
+        "nothing dropped: {data} of {stalled}"
+    );
+}
+
+/// A certificate from an untrusted CA: a typed TLS error, never data.
+pub fn untrusted_certificate_is_a_typed_error(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        tls: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut s = adapter.start(StreamConfig::binance_stream(&srv.url()), None, CAPACITY);
+    let mut reason = None;
+    while let Some(e) = next(s.as_mut()) {
+        match e {
+            StreamEvent::Data { .. } => panic!("data over an unverified connection"),
+            StreamEvent::Reconnecting { reason: r, .. } => {
+                reason = Some(r);
+                s.crash("seen");
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        matches!(&reason, Some(EndReason::Tls(f)) if f.certificate),
+        "{reason:?}"
+    );
+}
+
+/// Reset and close-mid-frame: every complete message once, in order, then a reconnect.
+pub fn faults_reconnect_without_loss_or_duplicates(adapter: &dyn Adapter) {
+    for (fault, expect) in [
+        (Fault::Reset { after: 100 }, 100usize),
+        (Fault::CloseMidFrame { after: 250 }, 250),
+    ] {
+        let srv = replay(ReplayConfig {
+            fault: Some(fault),
+            count: Some(1000),
+            ..ReplayConfig::new(Scenario::SmallAggTrade)
+        });
+        let payloads: Vec<Bytes> = srv.payloads().to_vec();
+        let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
+        let (mut got, mut reconnects) = (Vec::new(), 0);
+        while let Some(e) = next(s.as_mut()) {
+            match e {
+                StreamEvent::Data { payload, .. } if reconnects == 0 => got.push(payload),
+                StreamEvent::Reconnecting { .. } => {
+                    reconnects += 1;
+                    s.stop();
+                }
+                _ => {}
+            }
+        }
+        assert_eq!((reconnects, got.len()), (1, expect), "{fault:?}");
+        assert!(
+            got.iter()
+                .enumerate()
+                .all(|(i, p)| *p == payloads[i % payloads.len()]),
+            "{fault:?}"
+        );
+    }
+}
+
+/// 503 on the upgrade: back off and retry.
+pub fn refused_upgrades_back_off_and_retry(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        fault: Some(Fault::RefuseUpgrade(503)),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
+    let mut retries = 0;
+    while let Some(e) = next(s.as_mut()) {
+        if let StreamEvent::Reconnecting { reason, .. } = e {
+            let refused = matches!(
+                reason,
+                EndReason::WebSocket(Error::Handshake(HandshakeError::Rejected {
+                    status: 503,
+                    ..
+                }))
+            );
+            assert!(refused, "{reason:?}");
+            retries += 1;
+            if retries == 3 {
+                s.crash("enough");
+            }
+        }
+    }
+    assert_eq!(retries, 3);
+}
+
+/// Silence after the subscription: the first-data timeout reconnects.
+pub fn silence_after_subscribe_hits_the_first_data_timeout(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        fault: Some(Fault::SilenceAfterSubscribe),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut config = StreamConfig::binance_stream(&srv.subscribe_url());
+    config.timeouts.first_data = Some(Duration::from_millis(300));
+    let mut s = start(adapter, config, &srv);
+    s.subscribe(&["btcusdt@aggTrade"]).unwrap();
+    let mut reason = None;
+    while let Some(e) = next(s.as_mut()) {
+        if let StreamEvent::Reconnecting { reason: r, .. } = e {
+            reason = Some(r);
+            s.stop();
+        }
+    }
+    assert_eq!(reason, Some(EndReason::FirstDataTimeout));
+}
+
+/// A server that accepts and never answers the handshake: the connect timeout.
+pub fn unanswered_handshake_hits_the_connect_timeout(adapter: &dyn Adapter) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept() {
+            held.push(sock);
+        }
+    });
+    let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+    config.timeouts.connect = Duration::from_millis(300);
+    let mut s = adapter.start(config, None, CAPACITY);
+    let mut reason = None;
+    while let Some(e) = next(s.as_mut()) {
+        if let StreamEvent::Reconnecting { reason: r, .. } = e {
+            reason = Some(r);
+            s.crash("seen");
+        }
+    }
+    assert_eq!(reason, Some(EndReason::ConnectTimeout));
+}
+
+/// A WebSocket API request resolves with its response.
+pub fn ws_api_request_resolves(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig::new(Scenario::SmallAggTrade));
+    let mut s = start(
+        adapter,
+        StreamConfig::binance_ws_api(&srv.subscribe_url()),
+        &srv,
+    );
+    wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Opened { .. }));
+    let payload = s.request("time").unwrap();
+    assert!(payload.starts_with(b"{\"id\":\""), "{payload:?}");
+    assert!(std::str::from_utf8(&payload)
+        .unwrap()
+        .contains("\"status\":200"));
+    s.stop();
+    while next(s.as_mut()).is_some() {}
+}
+
+/// An independent server (tokio-tungstenite on its own thread) that echoes data messages.
+fn tungstenite_echo_server() -> SocketAddr {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            while let Ok((sock, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let config = WebSocketConfig::default()
+                        .max_message_size(Some(64 << 20))
+                        .max_frame_size(Some(64 << 20));
+                    let Ok(mut ws) =
+                        tokio_tungstenite::accept_async_with_config(sock, Some(config)).await
+                    else {
+                        return;
+                    };
+                    while let Some(Ok(m)) = ws.next().await {
+                        if (m.is_text() || m.is_binary()) && ws.send(m).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+    });
+    rx.recv().unwrap()
+}
+
+/// Interop through the adapter: text and binary echoed by tokio-tungstenite, 0 B to 1 MiB.
+pub fn interop_echo_0_bytes_to_1_mib(adapter: &dyn Adapter) {
+    let addr = tungstenite_echo_server();
+    let mut s = adapter.start(
+        StreamConfig::binance_ws_api(&format!("ws://{addr}/echo")),
+        None,
+        CAPACITY,
+    );
+    wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Opened { .. }));
+    for len in [0usize, 1, 125, 126, 65535, 65536, 1 << 20] {
+        let text = "é".repeat(len / 2);
+        s.send_text(&text).unwrap();
+        let binary: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+        s.send_binary(&binary).unwrap();
+        let mut echoed = Vec::new();
+        while echoed.len() < 2 {
+            match next(s.as_mut()) {
+                Some(StreamEvent::Data { payload, .. }) => echoed.push(payload),
+                Some(_) => {}
+                None => panic!("ended"),
+            }
+        }
+        assert_eq!(echoed[0], text.as_bytes(), "text {len}");
+        assert_eq!(echoed[1], binary, "binary {len}");
+    }
+    s.stop();
+    assert_eq!(last_event(s.as_mut()), Some(CLOSED_BY_US));
+}
