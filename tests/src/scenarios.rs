@@ -513,3 +513,42 @@ pub fn interop_echo_0_bytes_to_1_mib(adapter: &dyn Adapter) {
     s.stop();
     assert_eq!(last_event(s.as_mut()), Some(CLOSED_BY_US));
 }
+
+/// After a reset the stream reconnects by itself, resubscribes, and data flows again.
+pub fn reconnect_resubscribes_and_data_flows_again(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        fault: Some(Fault::Reset { after: 100 }),
+        count: Some(1000),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut s = start(
+        adapter,
+        StreamConfig::binance_stream(&srv.subscribe_url()),
+        &srv,
+    );
+    s.subscribe(&["btcusdt@aggTrade"]).unwrap();
+    let (mut before, mut after, mut resubscribed, mut reconnected) = (0, 0, false, false);
+    while let Some(e) = next(s.as_mut()) {
+        match e {
+            StreamEvent::Data { .. } if !reconnected => before += 1,
+            StreamEvent::Data { .. } => {
+                after += 1;
+                if after == 50 {
+                    s.stop();
+                }
+            }
+            StreamEvent::Opened { reconnected: true } => reconnected = true,
+            StreamEvent::Resubscribed { count } => {
+                assert_eq!(count, 1);
+                resubscribed = true;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(before, 100);
+    assert!(reconnected && resubscribed);
+    // Messages already received when stop() ran are still delivered.
+    assert!(after >= 50, "{after}");
+    assert!(srv.connections() >= 2);
+    assert!(s.stats().reconnects >= 1);
+}

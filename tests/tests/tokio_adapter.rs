@@ -29,5 +29,6 @@ scenarios!(
     unanswered_handshake_hits_the_connect_timeout,
     ws_api_request_resolves,
     unanswered_request_times_out,
+    reconnect_resubscribes_and_data_flows_again,
     interop_echo_0_bytes_to_1_mib,
 );
