@@ -37,6 +37,7 @@ pub use error::{
     close_code, ConfigError, CorrelationError, Error, HandshakeError, LineError, ProtocolError,
     SendError, StreamError,
 };
+pub use frame::push_server_frame;
 pub use handshake::accept_key;
 pub use lines::{Delimiter, LineClient, LineEvent, LineFramer};
 pub use mask::apply_mask;

@@ -6,19 +6,7 @@ use crate::handshake::accept_key;
 /// An unmasked server frame with raw `opcode` bits (reserved ones included, for tests).
 pub fn server_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 10);
-    out.push((u8::from(fin) << 7) | (opcode & 0x0F));
-    match payload.len() {
-        n @ 0..=125 => out.push(n as u8),
-        n @ 126..=65535 => {
-            out.push(126);
-            out.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            out.push(127);
-            out.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    out.extend_from_slice(payload);
+    crate::frame::push_server_frame(&mut out, fin, opcode, payload);
     out
 }
 

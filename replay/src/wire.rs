@@ -5,19 +5,7 @@ use feedwire_core::{accept_key, apply_mask};
 
 /// Appends one unmasked server frame (FIN set).
 pub(crate) fn push_frame(out: &mut Vec<u8>, opcode: u8, payload: &[u8]) {
-    out.push(0x80 | opcode);
-    match payload.len() {
-        n @ 0..=125 => out.push(n as u8),
-        n @ 126..=65535 => {
-            out.push(126);
-            out.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            out.push(127);
-            out.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    out.extend_from_slice(payload);
+    feedwire_core::push_server_frame(out, true, opcode, payload);
 }
 
 /// A parsed upgrade request.

@@ -30,6 +30,25 @@ pub(crate) fn encode_header(
     key_at + 4
 }
 
+/// Appends an unmasked frame as a server sends it (RFC 6455 §5.2), with raw `opcode` bits
+/// (reserved ones included, so tests can send them). For servers and test peers; clients
+/// always mask.
+pub fn push_server_frame(out: &mut Vec<u8>, fin: bool, opcode: u8, payload: &[u8]) {
+    out.push((u8::from(fin) << 7) | (opcode & 0x0F));
+    match payload.len() {
+        n @ 0..=125 => out.push(n as u8),
+        n @ 126..=65535 => {
+            out.push(126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(payload);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

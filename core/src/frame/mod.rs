@@ -3,5 +3,6 @@
 mod encode;
 mod header;
 
+pub use encode::push_server_frame;
 pub(crate) use encode::{encode_header, MAX_HEADER_LEN};
 pub(crate) use header::{parse_header, FrameHeader, Opcode};
