@@ -54,8 +54,8 @@ pub use stream::{
     TransportCommand,
 };
 pub use tls::{
-    default_tls_config, tls_config_with_roots, PlaintextSink, StreamInput, TlsError, TlsFailure,
-    TlsSession,
+    default_tls_config, tls_config_with_roots, HandshakeOnly, PlaintextSink, StreamInput, TlsError,
+    TlsFailure, TlsSession,
 };
 pub use ws::{
     CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind, State, WebSocketClient,

@@ -224,6 +224,24 @@ impl TlsSession {
     }
 }
 
+/// A sink that takes nothing yet: for driving the TLS handshake before the stream is told it
+/// is connected. Plaintext that arrives with the last handshake records stays in rustls until
+/// [`TlsSession::flush_plaintext`] moves it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HandshakeOnly;
+
+impl PlaintextSink for HandshakeOnly {
+    fn read_buf(&mut self) -> &mut [u8] {
+        &mut []
+    }
+
+    fn handle_read(&mut self, _: usize) {}
+
+    fn accepts_input(&self) -> bool {
+        false
+    }
+}
+
 impl PlaintextSink for crate::WebSocketClient {
     fn read_buf(&mut self) -> &mut [u8] {
         crate::WebSocketClient::read_buf(self)

@@ -144,3 +144,105 @@ impl Session for TokioSession {
         self.events = None;
     }
 }
+
+/// The mio adapter behind the facade: one event loop (one thread) per session, events through
+/// the bounded channel delivery.
+#[derive(Debug, Default)]
+pub struct MioAdapter;
+
+struct MioSession {
+    handle: feedwire_mio::LoopHandle,
+    id: feedwire_mio::StreamId,
+    events: Option<std::sync::mpsc::Receiver<StreamEvent>>,
+    stats: feedwire_core::StatsHandle,
+}
+
+impl Adapter for MioAdapter {
+    fn start(
+        &self,
+        config: StreamConfig,
+        roots: Option<RootCertStore>,
+        event_capacity: usize,
+    ) -> Box<dyn Session> {
+        let options = feedwire_mio::MioOptions {
+            tls: roots.map(feedwire_core::tls_config_with_roots),
+            ..feedwire_mio::MioOptions::default()
+        };
+        let handle = feedwire_mio::LoopHandle::spawn(options).expect("event loop");
+        let (tx, rx) = std::sync::mpsc::sync_channel(event_capacity);
+        let (id, stats) = handle
+            .connect(config, feedwire_mio::Delivery::Channel(tx))
+            .expect("valid config");
+        Box::new(MioSession {
+            handle,
+            id,
+            events: Some(rx),
+            stats,
+        })
+    }
+}
+
+impl Session for MioSession {
+    fn next_event(&mut self, timeout: Duration) -> Result<Option<StreamEvent>, ()> {
+        let Some(rx) = self.events.as_ref() else {
+            return Ok(None);
+        };
+        match rx.recv_timeout(timeout) {
+            Ok(e) => Ok(Some(e)),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Ok(None),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(()),
+        }
+    }
+
+    fn subscribe(&mut self, streams: &[&str]) -> Result<(), String> {
+        self.handle
+            .subscribe(self.id, streams)
+            .map_err(|e| e.to_string())
+    }
+
+    fn subscribe_markets(&mut self, sub: BetfairSubscription) -> Result<(), String> {
+        self.handle
+            .subscribe_markets(self.id, sub)
+            .map_err(|e| e.to_string())
+    }
+
+    fn send_text(&mut self, text: &str) -> Result<(), String> {
+        self.handle
+            .send_text(self.id, text)
+            .map_err(|e| e.to_string())
+    }
+
+    fn send_binary(&mut self, data: &[u8]) -> Result<(), String> {
+        self.handle
+            .send_binary(self.id, data)
+            .map_err(|e| e.to_string())
+    }
+
+    fn request(&mut self, method: &str) -> Result<Bytes, String> {
+        self.handle
+            .request(self.id, method)
+            .map_err(|e| e.to_string())
+    }
+
+    fn stop(&mut self) {
+        self.handle.stop(self.id);
+    }
+
+    fn crash(&mut self, reason: &str) {
+        self.handle.crash(self.id, reason);
+    }
+
+    fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    fn drop_events(&mut self) {
+        self.events = None;
+    }
+}
+
+impl Drop for MioSession {
+    fn drop(&mut self) {
+        self.handle.clone().shutdown();
+    }
+}

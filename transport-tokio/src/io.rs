@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use feedwire_core::rustls::ClientConfig;
-use feedwire_core::{Endpoint, PlaintextSink, TlsError, TlsSession};
+use feedwire_core::{Endpoint, HandshakeOnly, TlsError, TlsSession};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{lookup_host, TcpSocket, TcpStream};
 
@@ -18,22 +18,6 @@ pub(crate) struct Conn {
     pub(crate) sock: TcpStream,
     pub(crate) tls: Option<TlsSession>,
     pub(crate) out: VecDeque<Bytes>,
-}
-
-/// Takes no plaintext: during the handshake nothing is expected, and whatever arrives with
-/// the last handshake records stays in rustls until the stream is told it is connected.
-struct Nothing;
-
-impl PlaintextSink for Nothing {
-    fn read_buf(&mut self) -> &mut [u8] {
-        &mut []
-    }
-
-    fn handle_read(&mut self, _: usize) {}
-
-    fn accepts_input(&self) -> bool {
-        false
-    }
 }
 
 /// Why a connection could not be opened.
@@ -107,7 +91,7 @@ pub(crate) async fn open(
                 ));
             }
             session
-                .handle_read(n, &mut Nothing)
+                .handle_read(n, &mut HandshakeOnly)
                 .map_err(OpenError::Tls)?;
         }
         // Finished messages may still be queued.

@@ -1,0 +1,596 @@
+//! The loop: readiness, commands, deadlines; each stream's core in between.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::io::{self, IoSlice, Read, Write};
+use std::net::ToSocketAddrs;
+use std::sync::mpsc::{Receiver, Sender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use feedwire_core::rustls::ClientConfig;
+use feedwire_core::{
+    default_tls_config, os_seed, HandshakeOnly, RequestId, Stream, StreamEvent, StreamInput,
+    TlsSession, TransportCommand,
+};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::handle::{Command, Delivery, LoopError, MioOptions, Reply, StreamId};
+use crate::slot::Slab;
+
+const WAKER: Token = Token(usize::MAX);
+
+fn token(id: StreamId) -> Token {
+    Token(((id.generation as usize) << 32) | id.index as usize)
+}
+
+fn id_of(token: Token) -> StreamId {
+    StreamId {
+        index: token.0 as u32,
+        generation: (token.0 >> 32) as u32,
+    }
+}
+
+struct Sock {
+    tcp: TcpStream,
+    tls: Option<TlsSession>,
+    out: VecDeque<Bytes>,
+    /// TCP connect completed (and TLS handshake, if any).
+    ready: bool,
+}
+
+struct Entry {
+    stream: Stream,
+    sock: Option<Sock>,
+    delivery: Delivery,
+    /// Events the channel had no room for yet.
+    pending: VecDeque<StreamEvent>,
+    waiting: HashMap<RequestId, Reply<Bytes>>,
+    /// Readable and not yet read to `WouldBlock` (edge-triggered readiness).
+    readable: bool,
+    deadline: Option<Instant>,
+}
+
+pub(crate) struct EventLoop {
+    poll: Poll,
+    commands: Receiver<Command>,
+    /// For resolver threads to report back.
+    loopback: Sender<Command>,
+    waker: Arc<Waker>,
+    streams: Slab<Entry>,
+    timers: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    tls: Arc<ClientConfig>,
+    options: MioOptions,
+}
+
+impl EventLoop {
+    pub(crate) fn new(
+        options: MioOptions,
+        commands: Receiver<Command>,
+        loopback: Sender<Command>,
+    ) -> io::Result<(Self, Arc<Waker>)> {
+        let poll = Poll::new()?;
+        // mio allows one waker per Poll: the handle and the resolver threads share it.
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        Ok((
+            Self {
+                poll,
+                commands,
+                loopback,
+                waker: waker.clone(),
+                streams: Slab::default(),
+                timers: BinaryHeap::new(),
+                tls: options.tls.clone().unwrap_or_else(default_tls_config),
+                options,
+            },
+            waker,
+        ))
+    }
+
+    pub(crate) fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let timeout = self.poll_timeout();
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    tracing::error!(error = %e, "mio poll failed; loop ends");
+                    return;
+                }
+            }
+            for event in events.iter() {
+                if event.token() == WAKER {
+                    continue;
+                }
+                let id = id_of(event.token());
+                if let Some(entry) = self.streams.get_mut(id.index, id.generation) {
+                    if event.is_readable() || event.is_read_closed() || event.is_error() {
+                        entry.readable = true;
+                    }
+                    if event.is_writable() || event.is_error() {
+                        self.on_writable(id);
+                    }
+                }
+            }
+            while let Ok(cmd) = self.commands.try_recv() {
+                if !self.command(cmd) {
+                    return;
+                }
+            }
+            self.fire_timers();
+            for (index, generation) in self.streams.ids() {
+                self.service(StreamId { index, generation });
+            }
+        }
+    }
+
+    /// Zero while a stream still has unread input or undelivered events; else until the
+    /// earliest deadline.
+    fn poll_timeout(&mut self) -> Option<Duration> {
+        let busy = self.streams.ids().into_iter().any(|(i, g)| {
+            self.streams
+                .get_mut(i, g)
+                .is_some_and(|e| (e.readable && e.pending.is_empty()) || !e.pending.is_empty())
+        });
+        let undelivered = self.streams.ids().into_iter().any(|(i, g)| {
+            self.streams
+                .get_mut(i, g)
+                .is_some_and(|e| !e.pending.is_empty())
+        });
+        if busy && !undelivered {
+            return Some(Duration::ZERO);
+        }
+        let now = Instant::now();
+        let next = self
+            .timers
+            .peek()
+            .map(|Reverse((t, _, _))| t.saturating_duration_since(now));
+        // A consumer draining a full channel does not wake us: look again shortly.
+        let retry = undelivered.then_some(Duration::from_millis(1));
+        [next, retry].into_iter().flatten().min()
+    }
+
+    fn fire_timers(&mut self) {
+        let now = Instant::now();
+        while let Some(Reverse((at, index, generation))) = self.timers.peek().copied() {
+            if at > now {
+                return;
+            }
+            self.timers.pop();
+            if let Some(e) = self.streams.get_mut(index, generation) {
+                if e.deadline == Some(at) {
+                    e.deadline = None;
+                    e.stream.handle_timeout(now);
+                }
+            }
+        }
+    }
+
+    /// Returns false on shutdown.
+    fn command(&mut self, cmd: Command) -> bool {
+        let now = Instant::now();
+        match cmd {
+            Command::Connect(config, delivery, reply) => {
+                let result = Stream::new(*config, os_seed(), now).map(|stream| {
+                    let stats = stream.stats_handle();
+                    let entry = Entry {
+                        stream,
+                        sock: None,
+                        delivery,
+                        pending: VecDeque::new(),
+                        waiting: HashMap::new(),
+                        readable: false,
+                        deadline: None,
+                    };
+                    let (index, generation) = self.streams.insert(entry);
+                    (StreamId { index, generation }, stats)
+                });
+                let _ = reply.send(result.map_err(LoopError::from));
+            }
+            Command::Stop(id) => {
+                self.with(id, |e| e.stream.stop(now));
+            }
+            Command::Crash(id, reason) => {
+                self.with(id, |e| e.stream.crash(&reason, now));
+            }
+            Command::Subscribe(id, streams, reply) => {
+                let refs: Vec<&str> = streams.iter().map(String::as_str).collect();
+                let r = self.with(id, |e| {
+                    e.stream.subscribe(&refs, now).map_err(LoopError::from)
+                });
+                let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
+            }
+            Command::SubscribeMarkets(id, sub, reply) => {
+                let r = self.with(id, |e| {
+                    e.stream
+                        .subscribe_markets(sub, now)
+                        .map_err(LoopError::from)
+                });
+                let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
+            }
+            Command::SendText(id, text, reply) => {
+                let r = self.with(id, |e| e.stream.send_text(&text).map_err(LoopError::from));
+                let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
+            }
+            Command::SendBinary(id, data, reply) => {
+                let r = self.with(id, |e| e.stream.send_binary(&data).map_err(LoopError::from));
+                let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
+            }
+            Command::Request(id, method, reply) => {
+                let entry = self.streams.get_mut(id.index, id.generation);
+                match entry {
+                    Some(e) => match e.stream.request(&method, None, now) {
+                        Ok(rid) => {
+                            e.waiting.insert(rid, reply);
+                        }
+                        Err(err) => {
+                            let _ = reply.send(Err(err.into()));
+                        }
+                    },
+                    None => {
+                        let _ = reply.send(Err(LoopError::NoStream));
+                    }
+                }
+            }
+            Command::Resolved(id, result) => self.resolved(id, result),
+            Command::Shutdown => return false,
+        }
+        true
+    }
+
+    fn with<T>(&mut self, id: StreamId, f: impl FnOnce(&mut Entry) -> T) -> Option<T> {
+        self.streams.get_mut(id.index, id.generation).map(f)
+    }
+
+    fn resolved(&mut self, id: StreamId, result: Result<std::net::SocketAddr, String>) {
+        let now = Instant::now();
+        let registry = self.poll.registry();
+        let Some(e) = self.streams.get_mut(id.index, id.generation) else {
+            return;
+        };
+        if !matches!(
+            e.stream.state(),
+            feedwire_core::StreamState::Connecting { .. }
+        ) {
+            return;
+        }
+        let addr = match result {
+            Ok(a) => a,
+            Err(reason) => return e.stream.handle_connect_failed(&reason, now),
+        };
+        match TcpStream::connect(addr) {
+            Ok(mut tcp) => {
+                if let Err(err) =
+                    registry.register(&mut tcp, token(id), Interest::READABLE | Interest::WRITABLE)
+                {
+                    return e.stream.handle_connect_failed(&err.to_string(), now);
+                }
+                e.sock = Some(Sock {
+                    tcp,
+                    tls: None,
+                    out: VecDeque::new(),
+                    ready: false,
+                });
+            }
+            Err(err) => e
+                .stream
+                .handle_connect_failed(&format!("connect {addr}: {err}"), now),
+        }
+    }
+
+    /// Writability: completes a pending TCP connect, then flushes queued bytes.
+    fn on_writable(&mut self, id: StreamId) {
+        let now = Instant::now();
+        let tls_config = self.tls.clone();
+        let Some(e) = self.streams.get_mut(id.index, id.generation) else {
+            return;
+        };
+        let Some(sock) = e.sock.as_mut() else { return };
+        if !sock.ready && sock.tls.is_none() {
+            match sock.tcp.take_error() {
+                Ok(None) if sock.tcp.peer_addr().is_ok() => {}
+                Ok(None) => return, // not connected yet
+                Ok(Some(err)) | Err(err) => {
+                    e.sock = None;
+                    return e.stream.handle_connect_failed(&err.to_string(), now);
+                }
+            }
+            let _ = sock.tcp.set_nodelay(true);
+            let endpoint = e.stream.endpoint().clone();
+            if endpoint.scheme.is_tls() {
+                match TlsSession::new(tls_config, &endpoint.host) {
+                    Ok(t) => sock.tls = Some(t),
+                    Err(err) => {
+                        e.sock = None;
+                        return e.stream.handle_tls_error(&err, now);
+                    }
+                }
+            } else {
+                sock.ready = true;
+                e.stream.handle_connected(now);
+            }
+        }
+        flush(e);
+    }
+
+    /// Everything one stream needs after any input: read, pump outputs, deliver, re-arm.
+    fn service(&mut self, id: StreamId) {
+        let budget = self.options.read_budget;
+        let now = Instant::now();
+        let Some(e) = self.streams.get_mut(id.index, id.generation) else {
+            return;
+        };
+        if e.readable && e.pending.is_empty() {
+            read(e, budget, now);
+        }
+        pump(e, &self.loopback, &self.waker, id, self.poll.registry());
+        deliver(e);
+        if let Some(at) = e.stream.poll_timeout() {
+            if e.deadline != Some(at) {
+                e.deadline = Some(at);
+                self.timers.push(Reverse((at, id.index, id.generation)));
+            }
+        }
+        let finished = e.stream.state().is_terminal() && e.pending.is_empty() && e.sock.is_none();
+        if finished {
+            self.streams.remove(id.index, id.generation);
+        }
+    }
+}
+
+/// Reads until `WouldBlock`, the budget, or a full channel; drives a TLS handshake first.
+fn read(e: &mut Entry, mut budget: usize, now: Instant) {
+    while budget > 0 {
+        let Some(sock) = e.sock.as_mut() else {
+            e.readable = false;
+            return;
+        };
+        if let Some(tls) = sock.tls.as_mut() {
+            let n = match sock.tcp.read(tls.read_buf()) {
+                Ok(0) => {
+                    let _ = tls.handle_eof(&mut StreamInput {
+                        stream: &mut e.stream,
+                        now,
+                    });
+                    e.stream.handle_eof(now);
+                    e.readable = false;
+                    return;
+                }
+                Ok(n) => n,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    e.readable = false;
+                    return;
+                }
+                Err(err) => {
+                    e.stream.handle_transport_error(&err.to_string(), now);
+                    return;
+                }
+            };
+            budget = budget.saturating_sub(n);
+            if !sock.ready {
+                if let Err(err) = tls.handle_read(n, &mut HandshakeOnly) {
+                    return e.stream.handle_tls_error(&err, now);
+                }
+                if !tls.is_handshaking() {
+                    sock.ready = true;
+                    e.stream.handle_connected(now);
+                    if let Err(err) = tls.flush_plaintext(&mut StreamInput {
+                        stream: &mut e.stream,
+                        now,
+                    }) {
+                        return e.stream.handle_tls_error(&err, now);
+                    }
+                }
+            } else if let Err(err) = tls.handle_read(
+                n,
+                &mut StreamInput {
+                    stream: &mut e.stream,
+                    now,
+                },
+            ) {
+                return e.stream.handle_tls_error(&err, now);
+            }
+        } else {
+            if !sock.ready || !e.stream.is_connected() {
+                e.readable = false;
+                return;
+            }
+            match sock.tcp.read(e.stream.read_buf()) {
+                Ok(0) => {
+                    e.stream.handle_eof(now);
+                    e.readable = false;
+                    return;
+                }
+                Ok(n) => {
+                    budget = budget.saturating_sub(n);
+                    e.stream.handle_read(n, now);
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    e.readable = false;
+                    return;
+                }
+                Err(err) => {
+                    e.stream.handle_transport_error(&err.to_string(), now);
+                    return;
+                }
+            }
+        }
+        collect(e);
+        if !e.pending.is_empty() {
+            deliver(e);
+            if !e.pending.is_empty() {
+                return; // the consumer is behind: stop reading this stream
+            }
+        }
+    }
+}
+
+/// The core's outputs: bytes (through TLS) to the socket, transport commands, events.
+fn pump(
+    e: &mut Entry,
+    loopback: &Sender<Command>,
+    waker: &Arc<Waker>,
+    id: StreamId,
+    registry: &mio::Registry,
+) {
+    while let Some(chunk) = e.stream.poll_transmit() {
+        if let Some(sock) = e.sock.as_mut() {
+            match sock.tls.as_mut() {
+                Some(tls) => tls.write_plaintext(&chunk),
+                None => sock.out.push_back(chunk),
+            }
+        }
+    }
+    if let Some(sock) = e.sock.as_mut() {
+        if let Some(tls) = sock.tls.as_mut() {
+            while let Some(c) = tls.poll_transmit() {
+                sock.out.push_back(c);
+            }
+        }
+    }
+    flush(e);
+    while let Some(cmd) = e.stream.poll_transport() {
+        match cmd {
+            TransportCommand::Connect(endpoint) => {
+                // DNS blocks: resolve on a short-lived thread, report through the channel.
+                let tx = loopback.clone();
+                let waker = waker.clone();
+                std::thread::spawn(move || {
+                    let result = (endpoint.host.as_str(), endpoint.port)
+                        .to_socket_addrs()
+                        .map_err(|err| format!("DNS {}: {err}", endpoint.host))
+                        .and_then(|mut a| {
+                            a.next()
+                                .ok_or_else(|| format!("DNS {}: no address", endpoint.host))
+                        });
+                    let _ = tx.send(Command::Resolved(id, result));
+                    let _ = waker.wake();
+                });
+            }
+            TransportCommand::Disconnect => {
+                if let Some(mut sock) = e.sock.take() {
+                    if !matches!(e.stream.state(), feedwire_core::StreamState::Crashed(_)) {
+                        if let Some(tls) = sock.tls.as_mut() {
+                            tls.send_close_notify();
+                            while let Some(c) = tls.poll_transmit() {
+                                sock.out.push_back(c);
+                            }
+                        }
+                        // Best effort, without blocking the loop.
+                        for chunk in &sock.out {
+                            if sock.tcp.write(chunk).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = sock.tcp.shutdown(std::net::Shutdown::Write);
+                    }
+                    let _ = registry.deregister(&mut sock.tcp);
+                }
+                e.readable = false;
+            }
+        }
+    }
+    collect(e);
+}
+
+/// Moves the core's events to the pending queue; awaited request answers go to their callers.
+fn collect(e: &mut Entry) {
+    while let Some(ev) = e.stream.poll_event() {
+        match ev {
+            StreamEvent::Response {
+                id,
+                payload,
+                is_error,
+                kind,
+            } => match e.waiting.remove(&id) {
+                Some(reply) => {
+                    let _ = reply.send(Ok(payload));
+                }
+                None => e.pending.push_back(StreamEvent::Response {
+                    id,
+                    kind,
+                    payload,
+                    is_error,
+                }),
+            },
+            StreamEvent::RequestTimedOut { id, kind } => match e.waiting.remove(&id) {
+                Some(reply) => {
+                    let _ = reply.send(Err(LoopError::TimedOut));
+                }
+                None => e
+                    .pending
+                    .push_back(StreamEvent::RequestTimedOut { id, kind }),
+            },
+            other => e.pending.push_back(other),
+        }
+    }
+    if e.stream.state().is_terminal() {
+        e.waiting.clear();
+    }
+}
+
+/// Hands pending events to the handler or channel.
+fn deliver(e: &mut Entry) {
+    match &mut e.delivery {
+        Delivery::Handler(h) => {
+            while let Some(ev) = e.pending.pop_front() {
+                h.on_event(ev);
+            }
+        }
+        Delivery::Channel(tx) => {
+            while let Some(ev) = e.pending.pop_front() {
+                match tx.try_send(ev) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(ev)) => {
+                        e.pending.push_front(ev);
+                        return;
+                    }
+                    Err(TrySendError::Disconnected(_)) => {
+                        // Nobody listens any more: stop the stream.
+                        e.pending.clear();
+                        if !e.stream.state().is_terminal() {
+                            e.stream.stop(Instant::now());
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes queued bytes, vectored, until `WouldBlock` (a writable event resumes).
+fn flush(e: &mut Entry) {
+    let Some(sock) = e.sock.as_mut() else { return };
+    if !sock.ready && sock.tls.is_none() {
+        return;
+    }
+    if let Some(tls) = sock.tls.as_mut() {
+        while let Some(c) = tls.poll_transmit() {
+            sock.out.push_back(c);
+        }
+    }
+    while !sock.out.is_empty() {
+        let slices: Vec<IoSlice<'_>> = sock.out.iter().take(64).map(|b| IoSlice::new(b)).collect();
+        match sock.tcp.write_vectored(&slices) {
+            Ok(mut n) => {
+                while n > 0 {
+                    let front = sock.out.front_mut().expect("wrote fewer bytes than queued");
+                    let take = n.min(front.len());
+                    front.advance(take);
+                    n -= take;
+                    if front.is_empty() {
+                        sock.out.pop_front();
+                    }
+                }
+            }
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
+            Err(err) => {
+                let reason = err.to_string();
+                e.stream.handle_transport_error(&reason, Instant::now());
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The application's side of the loop: spawning it, commands through a channel and a waker,
+//! and the two delivery styles.
+
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use feedwire_core::rustls::ClientConfig;
+use feedwire_core::{
+    BetfairSubscription, ConfigError, StatsHandle, StreamConfig, StreamError, StreamEvent,
+};
+
+use crate::event_loop::EventLoop;
+
+/// Loop settings.
+#[derive(Debug, Clone)]
+pub struct MioOptions {
+    /// TLS configuration for `wss://` and `tls://` (default: Mozilla roots). Verification is
+    /// always on.
+    pub tls: Option<Arc<ClientConfig>>,
+    /// Most bytes read from one connection per wake-up, so one busy stream cannot starve the
+    /// others (default 1 MiB).
+    pub read_budget: usize,
+}
+
+impl Default for MioOptions {
+    fn default() -> Self {
+        Self {
+            tls: None,
+            read_budget: 1 << 20,
+        }
+    }
+}
+
+/// Receives a stream's events on the loop thread. It must not block.
+pub trait Handler: Send + 'static {
+    /// One event, in order.
+    fn on_event(&mut self, event: StreamEvent);
+}
+
+/// How a stream's events reach the application.
+pub enum Delivery {
+    /// Called on the loop thread.
+    Handler(Box<dyn Handler>),
+    /// A bounded channel: when full, the loop stops reading the stream until there is room;
+    /// when the receiver is dropped, the stream is stopped.
+    Channel(SyncSender<StreamEvent>),
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Handler(_) => "Delivery::Handler",
+            Self::Channel(_) => "Delivery::Channel",
+        })
+    }
+}
+
+/// A stream in the loop: slot and generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StreamId {
+    pub(crate) index: u32,
+    pub(crate) generation: u32,
+}
+
+/// Why a loop command failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoopError {
+    /// The configuration is unusable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The stream refused the command.
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    /// No such stream (ended, or never existed).
+    #[error("no such stream")]
+    NoStream,
+    /// The loop has shut down.
+    #[error("event loop has shut down")]
+    LoopGone,
+    /// A request got no response within its timeout.
+    #[error("request timed out")]
+    TimedOut,
+}
+
+pub(crate) type Reply<T> = Sender<Result<T, LoopError>>;
+
+pub(crate) enum Command {
+    Connect(Box<StreamConfig>, Delivery, Reply<(StreamId, StatsHandle)>),
+    Stop(StreamId),
+    Crash(StreamId, String),
+    Subscribe(StreamId, Vec<String>, Reply<()>),
+    SubscribeMarkets(StreamId, BetfairSubscription, Reply<()>),
+    SendText(StreamId, String, Reply<()>),
+    SendBinary(StreamId, Vec<u8>, Reply<()>),
+    Request(StreamId, String, Reply<Bytes>),
+    Resolved(StreamId, Result<std::net::SocketAddr, String>),
+    Shutdown,
+}
+
+/// Controls a loop from any thread; cloneable. Every command wakes the loop at once.
+#[derive(Clone)]
+pub struct LoopHandle {
+    pub(crate) commands: Sender<Command>,
+    pub(crate) waker: Arc<mio::Waker>,
+    thread: Option<Arc<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for LoopHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoopHandle")
+    }
+}
+
+impl LoopHandle {
+    /// Starts a loop on a thread of its own.
+    pub fn spawn(options: MioOptions) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::channel();
+        let (event_loop, waker) = EventLoop::new(options, rx, tx.clone())?;
+        let thread = std::thread::Builder::new()
+            .name("feedwire-mio".into())
+            .spawn(move || event_loop.run())?;
+        Ok(Self {
+            commands: tx,
+            waker,
+            thread: Some(Arc::new(thread)),
+        })
+    }
+
+    fn send(&self, cmd: Command) -> Result<(), LoopError> {
+        self.commands.send(cmd).map_err(|_| LoopError::LoopGone)?;
+        self.waker.wake().map_err(|_| LoopError::LoopGone)
+    }
+
+    fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, LoopError> {
+        let (tx, rx): (Reply<T>, Receiver<Result<T, LoopError>>) = mpsc::channel();
+        self.send(make(tx))?;
+        rx.recv().map_err(|_| LoopError::LoopGone)?
+    }
+
+    /// Adds a stream; returns its id and a statistics reader.
+    pub fn connect(
+        &self,
+        config: StreamConfig,
+        delivery: Delivery,
+    ) -> Result<(StreamId, StatsHandle), LoopError> {
+        self.call(|r| Command::Connect(Box::new(config), delivery, r))
+    }
+
+    /// Graceful stop (Close frame on the wire at once).
+    pub fn stop(&self, id: StreamId) {
+        let _ = self.send(Command::Stop(id));
+    }
+
+    /// Immediate end.
+    pub fn crash(&self, id: StreamId, reason: &str) {
+        let _ = self.send(Command::Crash(id, reason.to_owned()));
+    }
+
+    /// Subscribes Binance streams.
+    pub fn subscribe(&self, id: StreamId, streams: &[&str]) -> Result<(), LoopError> {
+        let streams = streams.iter().map(|s| (*s).to_owned()).collect();
+        self.call(|r| Command::Subscribe(id, streams, r))
+    }
+
+    /// Sets the Betfair market subscription.
+    pub fn subscribe_markets(
+        &self,
+        id: StreamId,
+        sub: BetfairSubscription,
+    ) -> Result<(), LoopError> {
+        self.call(|r| Command::SubscribeMarkets(id, sub, r))
+    }
+
+    /// Sends a text message or line.
+    pub fn send_text(&self, id: StreamId, text: &str) -> Result<(), LoopError> {
+        let text = text.to_owned();
+        self.call(|r| Command::SendText(id, text, r))
+    }
+
+    /// Sends a binary message.
+    pub fn send_binary(&self, id: StreamId, data: &[u8]) -> Result<(), LoopError> {
+        let data = data.to_vec();
+        self.call(|r| Command::SendBinary(id, data, r))
+    }
+
+    /// A Binance WebSocket API request; blocks until its response (or the request timeout).
+    pub fn request(&self, id: StreamId, method: &str) -> Result<Bytes, LoopError> {
+        let method = method.to_owned();
+        self.call(|r| Command::Request(id, method, r))
+    }
+
+    /// Stops the loop (streams are dropped) and waits for its thread.
+    pub fn shutdown(mut self) {
+        let _ = self.send(Command::Shutdown);
+        if let Some(t) = self.thread.take().and_then(|a| Arc::try_unwrap(a).ok()) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! # feedwire-mio
+//!
+//! One thread, one `mio::Poll`, many streams: each connection has its own sans-IO
+//! [`Stream`](feedwire_core::Stream); the loop moves bytes between sockets (TCP, and TLS via
+//! the core's shared [`TlsSession`](feedwire_core::TlsSession)) and the cores, sleeps until
+//! the earliest deadline (a heap across streams), and wakes at once on a command (a
+//! `mio::Waker` and a channel). No tokio in the dependency tree.
+//!
+//! Delivery: per stream, either a [`Handler`] called on the loop thread, or a bounded channel
+//! for consuming on another thread (when it is full the loop stops reading that stream).
+
+mod event_loop;
+mod handle;
+mod slot;
+
+pub use handle::{Delivery, Handler, LoopError, LoopHandle, MioOptions, StreamId};
