@@ -22,6 +22,9 @@ use crate::slot::Slab;
 
 const WAKER: Token = Token(usize::MAX);
 
+/// A stream that read nothing for this long gives its read buffer back (idle memory).
+const IDLE_RELEASE: Duration = Duration::from_secs(1);
+
 fn token(id: StreamId) -> Token {
     Token(((id.generation as usize) << 32) | id.index as usize)
 }
@@ -51,6 +54,10 @@ struct Entry {
     /// Readable and not yet read to `WouldBlock` (edge-triggered readiness).
     readable: bool,
     deadline: Option<Instant>,
+    /// Already in this iteration's service list.
+    queued: bool,
+    /// Last time bytes were read; quiet streams give their read buffer back.
+    last_read: Instant,
 }
 
 pub(crate) struct EventLoop {
@@ -61,6 +68,12 @@ pub(crate) struct EventLoop {
     waker: Arc<Waker>,
     streams: Slab<Entry>,
     timers: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    /// Streams to service in this iteration: touched by readiness, a command or a timer, or
+    /// left with unread input or undelivered events. Only these are visited, so a wake costs
+    /// what happened, not the number of streams.
+    ready: Vec<StreamId>,
+    /// When quiet streams' read buffers are released next.
+    next_sweep: Instant,
     tls: Arc<ClientConfig>,
     options: MioOptions,
 }
@@ -82,6 +95,8 @@ impl EventLoop {
                 waker: waker.clone(),
                 streams: Slab::default(),
                 timers: BinaryHeap::new(),
+                ready: Vec::new(),
+                next_sweep: Instant::now() + IDLE_RELEASE,
                 tls: options.tls.clone().unwrap_or_else(default_tls_config),
                 options,
             },
@@ -108,6 +123,7 @@ impl EventLoop {
                     if event.is_readable() || event.is_read_closed() || event.is_error() {
                         entry.readable = true;
                     }
+                    self.mark(id);
                     if event.is_writable() || event.is_error() {
                         self.on_writable(id);
                     }
@@ -119,36 +135,65 @@ impl EventLoop {
                 }
             }
             self.fire_timers();
-            for (index, generation) in self.streams.ids() {
-                self.service(StreamId { index, generation });
+            self.sweep_idle_buffers();
+            for id in std::mem::take(&mut self.ready) {
+                if let Some(e) = self.streams.get_mut(id.index, id.generation) {
+                    e.queued = false;
+                }
+                self.service(id);
             }
         }
     }
 
-    /// Zero while a stream still has unread input or undelivered events; else until the
-    /// earliest deadline.
+    /// Queues `id` for service in this iteration (once).
+    fn mark(&mut self, id: StreamId) {
+        if let Some(e) = self.streams.get_mut(id.index, id.generation) {
+            if !e.queued {
+                e.queued = true;
+                self.ready.push(id);
+            }
+        }
+    }
+
+    /// Zero while a stream still has unread input; 1 ms while a channel is full (a consumer
+    /// draining it does not wake us); else until the earliest deadline.
     fn poll_timeout(&mut self) -> Option<Duration> {
-        let busy = self.streams.ids().into_iter().any(|(i, g)| {
-            self.streams
-                .get_mut(i, g)
-                .is_some_and(|e| (e.readable && e.pending.is_empty()) || !e.pending.is_empty())
-        });
-        let undelivered = self.streams.ids().into_iter().any(|(i, g)| {
-            self.streams
-                .get_mut(i, g)
-                .is_some_and(|e| !e.pending.is_empty())
-        });
-        if busy && !undelivered {
+        let mut more_input = false;
+        let mut undelivered = false;
+        for id in &self.ready {
+            if let Some(e) = self.streams.get_mut(id.index, id.generation) {
+                more_input |= e.readable && e.pending.is_empty();
+                undelivered |= !e.pending.is_empty();
+            }
+        }
+        if more_input {
             return Some(Duration::ZERO);
         }
         let now = Instant::now();
-        let next = self
+        let timer = self
             .timers
             .peek()
             .map(|Reverse((t, _, _))| t.saturating_duration_since(now));
-        // A consumer draining a full channel does not wake us: look again shortly.
         let retry = undelivered.then_some(Duration::from_millis(1));
-        [next, retry].into_iter().flatten().min()
+        let sweep = Some(self.next_sweep.saturating_duration_since(now));
+        [timer, retry, sweep].into_iter().flatten().min()
+    }
+
+    /// Once a second: streams quiet for [`IDLE_RELEASE`] release their read buffers, so an
+    /// idle connection holds no read memory.
+    fn sweep_idle_buffers(&mut self) {
+        let now = Instant::now();
+        if now < self.next_sweep {
+            return;
+        }
+        self.next_sweep = now + IDLE_RELEASE;
+        for (index, generation) in self.streams.ids() {
+            if let Some(e) = self.streams.get_mut(index, generation) {
+                if now.saturating_duration_since(e.last_read) >= IDLE_RELEASE {
+                    e.stream.release_read_buffer(now);
+                }
+            }
+        }
     }
 
     fn fire_timers(&mut self) {
@@ -162,6 +207,7 @@ impl EventLoop {
                 if e.deadline == Some(at) {
                     e.deadline = None;
                     e.stream.handle_timeout(now);
+                    self.mark(StreamId { index, generation });
                 }
             }
         }
@@ -170,6 +216,9 @@ impl EventLoop {
     /// Returns false on shutdown.
     fn command(&mut self, cmd: Command) -> bool {
         let now = Instant::now();
+        if let Some(id) = cmd.stream() {
+            self.mark(id);
+        }
         match cmd {
             Command::Connect(config, delivery, reply) => {
                 let result = Stream::new(*config, os_seed(), now).map(|stream| {
@@ -182,10 +231,15 @@ impl EventLoop {
                         waiting: HashMap::new(),
                         readable: false,
                         deadline: None,
+                        queued: false,
+                        last_read: now,
                     };
                     let (index, generation) = self.streams.insert(entry);
                     (StreamId { index, generation }, stats)
                 });
+                if let Ok((id, _)) = &result {
+                    self.mark(*id);
+                }
                 let _ = reply.send(result.map_err(LoopError::from));
             }
             Command::Stop(id) => {
@@ -333,8 +387,12 @@ impl EventLoop {
             }
         }
         let finished = e.stream.state().is_terminal() && e.pending.is_empty() && e.sock.is_none();
+        let busy = (e.readable && e.sock.is_some()) || !e.pending.is_empty();
         if finished {
             self.streams.remove(id.index, id.generation);
+        } else if busy {
+            // Budget spent or consumer behind: carry over to the next iteration.
+            self.mark(id);
         }
     }
 }
@@ -368,6 +426,7 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
                 }
             };
             budget = budget.saturating_sub(n);
+            e.last_read = now;
             if !sock.ready {
                 if let Err(err) = tls.handle_read(n, &mut HandshakeOnly) {
                     return e.stream.handle_tls_error(&err, now);
@@ -404,6 +463,7 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
                 }
                 Ok(n) => {
                     budget = budget.saturating_sub(n);
+                    e.last_read = now;
                     e.stream.handle_read(n, now);
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {

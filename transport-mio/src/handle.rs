@@ -100,6 +100,23 @@ pub(crate) enum Command {
     Shutdown,
 }
 
+impl Command {
+    /// The stream a command is about, if any.
+    pub(crate) fn stream(&self) -> Option<StreamId> {
+        match self {
+            Self::Stop(id)
+            | Self::Crash(id, _)
+            | Self::Subscribe(id, ..)
+            | Self::SubscribeMarkets(id, ..)
+            | Self::SendText(id, ..)
+            | Self::SendBinary(id, ..)
+            | Self::Request(id, ..)
+            | Self::Resolved(id, _) => Some(*id),
+            Self::Connect(..) | Self::Shutdown => None,
+        }
+    }
+}
+
 /// Controls a loop from any thread; cloneable. Every command wakes the loop at once.
 #[derive(Clone)]
 pub struct LoopHandle {

@@ -123,6 +123,13 @@ impl Connection {
         }
     }
 
+    pub(crate) fn read_buffer_capacity(&self) -> usize {
+        match self {
+            Self::Ws(c) => c.read_buffer_capacity(),
+            Self::Lines(c) => c.read_buffer_capacity(),
+        }
+    }
+
     pub(crate) fn release_read_buffer(&mut self) -> bool {
         match self {
             Self::Ws(c) => c.release_read_buffer(),

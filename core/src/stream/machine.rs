@@ -495,10 +495,15 @@ impl Stream {
 
     /// Frees the connection's read buffer if nothing partial is buffered (for transports
     /// holding many quiet streams).
-    pub fn release_read_buffer(&mut self) -> bool {
-        self.conn
+    pub fn release_read_buffer(&mut self, now: Instant) -> bool {
+        let released = self
+            .conn
             .as_mut()
-            .is_some_and(Connection::release_read_buffer)
+            .is_some_and(Connection::release_read_buffer);
+        if released {
+            self.publish(now);
+        }
+        released
     }
 
     // ----- output -----
@@ -576,6 +581,10 @@ impl Stream {
 
     fn publish(&mut self, now: Instant) {
         let code = self.state_code();
+        self.stats.current.read_buffer_bytes = self
+            .conn
+            .as_ref()
+            .map_or(0, |c| c.read_buffer_capacity() as u64);
         self.stats.publish(now, code);
     }
 

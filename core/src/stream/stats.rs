@@ -39,9 +39,11 @@ pub struct StatsSnapshot {
     /// The state, as [`crate::StreamState`] would name it: 0 connecting, 1 handshaking,
     /// 2 open, 3 closing, 4 reconnecting, 5 closed, 6 crashed.
     pub state: u8,
+    /// Bytes the connection's read buffer holds allocated (0 when released while idle).
+    pub read_buffer_bytes: u64,
 }
 
-const FIELDS: usize = 11;
+const FIELDS: usize = 12;
 
 #[derive(Debug)]
 struct Shared {
@@ -84,6 +86,7 @@ impl StatsHandle {
                         .checked_sub(1)
                         .map(|n| s.base + Duration::from_nanos(n)),
                     state: v[10] as u8,
+                    read_buffer_bytes: v[11],
                 };
             }
         }
@@ -167,6 +170,7 @@ impl Stats {
             c.bytes_per_sec.to_bits(),
             last,
             u64::from(c.state),
+            c.read_buffer_bytes,
         ];
         let s = &self.shared;
         let seq = s.seq.load(Ordering::Relaxed);
