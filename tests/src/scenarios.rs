@@ -552,3 +552,37 @@ pub fn reconnect_resubscribes_and_data_flows_again(adapter: &dyn Adapter) {
     assert!(srv.connections() >= 2);
     assert!(s.stats().reconnects >= 1);
 }
+
+/// Declares one `#[test]` per shared scenario for `$adapter` (a unit struct implementing
+/// [`Adapter`]): an adapter's test file is this one line, so no adapter can skip a scenario.
+#[macro_export]
+macro_rules! adapter_scenarios {
+    ($adapter:expr) => {
+        $crate::adapter_scenarios!(@each $adapter;
+            websocket_firehose,
+            betfair_lines_over_tls,
+            stop_on_an_idle_stream,
+            crash_on_a_busy_stream,
+            stop_with_a_half_received_message,
+            dropping_the_events_stops_the_stream,
+            slow_consumer_keeps_memory_bounded,
+            untrusted_certificate_is_a_typed_error,
+            faults_reconnect_without_loss_or_duplicates,
+            refused_upgrades_back_off_and_retry,
+            silence_after_subscribe_hits_the_first_data_timeout,
+            unanswered_handshake_hits_the_connect_timeout,
+            ws_api_request_resolves,
+            unanswered_request_times_out,
+            reconnect_resubscribes_and_data_flows_again,
+            interop_echo_0_bytes_to_1_mib,
+        );
+    };
+    (@each $adapter:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::scenarios::$name(&$adapter);
+            }
+        )*
+    };
+}
