@@ -786,12 +786,7 @@ impl Stream {
                         _ => None,
                     };
                     if let Some(c) = clocks {
-                        if let Some(i) = initial {
-                            c.initial_clk = Some(String::from_utf8_lossy(&i).into_owned());
-                        }
-                        if let Some(k) = clk {
-                            c.clk = Some(String::from_utf8_lossy(&k).into_owned());
-                        }
+                        c.update(initial.as_deref(), clk.as_deref());
                     }
                 }
                 self.events

@@ -98,11 +98,25 @@ pub struct BetfairSubscription {
     pub conflate_ms: Option<u64>,
 }
 
-/// The stream position of one Betfair subscription, kept from `mcm`/`ocm` messages.
+/// The stream position of one Betfair subscription, kept from `mcm`/`ocm` messages. Updated on
+/// every such message, so the buffers are reused: no allocation per message once they have
+/// grown to a token's length. Empty means unknown.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Clocks {
-    pub(crate) initial_clk: Option<String>,
-    pub(crate) clk: Option<String>,
+    initial_clk: Vec<u8>,
+    clk: Vec<u8>,
+}
+
+impl Clocks {
+    /// Records the tokens a message carried (raw JSON string content, escapes as sent).
+    pub(crate) fn update(&mut self, initial_clk: Option<&[u8]>, clk: Option<&[u8]>) {
+        for (slot, value) in [(&mut self.initial_clk, initial_clk), (&mut self.clk, clk)] {
+            if let Some(v) = value {
+                slot.clear();
+                slot.extend_from_slice(v);
+            }
+        }
+    }
 }
 
 /// Betfair `marketSubscription` / `orderSubscription`, resuming from `clocks` if known.
@@ -123,11 +137,13 @@ pub(crate) fn betfair_subscription(
     if let Some(f) = &sub.data_filter_json {
         after.push_str(&format!(",\"marketDataFilter\":{f}"));
     }
-    if let Some(c) = &clocks.initial_clk {
-        after.push_str(&format!(",\"initialClk\":\"{c}\""));
-    }
-    if let Some(c) = &clocks.clk {
-        after.push_str(&format!(",\"clk\":\"{c}\""));
+    for (key, value) in [("initialClk", &clocks.initial_clk), ("clk", &clocks.clk)] {
+        if !value.is_empty() {
+            after.push_str(&format!(
+                ",\"{key}\":\"{}\"",
+                String::from_utf8_lossy(value)
+            ));
+        }
     }
     after.push('}');
     Template {
