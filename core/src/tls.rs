@@ -68,6 +68,21 @@ pub trait PlaintextSink {
     fn accepts_input(&self) -> bool {
         true
     }
+
+    /// Feeds bytes the caller already holds, in pieces no larger than one read, as a
+    /// transport would; stops when the engine takes no more input.
+    fn feed(&mut self, mut data: &[u8]) {
+        while !data.is_empty() && self.accepts_input() {
+            let dst = self.read_buf();
+            let n = dst.len().min(data.len());
+            if n == 0 {
+                return;
+            }
+            dst[..n].copy_from_slice(&data[..n]);
+            self.handle_read(n);
+            data = &data[n..];
+        }
+    }
 }
 
 /// A client TLS session over a transport the caller owns.

@@ -224,14 +224,8 @@ impl WebSocketClient {
 
     /// Feeds bytes the caller already holds, as if read in pieces of at most
     /// `max_read_size`. Copies; transports should read into [`read_buf`](Self::read_buf).
-    pub fn handle_input(&mut self, mut data: &[u8]) {
-        while !data.is_empty() {
-            let dst = self.rb.read_buf();
-            let n = dst.len().min(data.len());
-            dst[..n].copy_from_slice(&data[..n]);
-            self.handle_read(n);
-            data = &data[n..];
-        }
+    pub fn handle_input(&mut self, data: &[u8]) {
+        crate::tls::PlaintextSink::feed(self, data);
     }
 
     /// The transport reached end of stream.
