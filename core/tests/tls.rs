@@ -100,6 +100,26 @@ fn deliver(
     Ok(())
 }
 
+/// A TLS session to `host` trusting `roots`, the server, and a WebSocket engine behind the
+/// session, after the handshake was pumped both ways (its outcome is the last element).
+fn handshake(
+    roots: RootCertStore,
+    server: Arc<ServerConfig>,
+    host: &str,
+) -> (
+    TlsSession,
+    ServerConnection,
+    WebSocketClient,
+    Result<Vec<u8>, TlsError>,
+) {
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), host).unwrap();
+    let mut server = ServerConnection::new(server).unwrap();
+    let url = format!("wss://{host}:9443/ws");
+    let mut ws = WebSocketClient::new(&url, WsConfig::default(), [1; 32]).unwrap();
+    let outcome = pump(&mut tls, &mut server, &mut ws);
+    (tls, server, ws, outcome)
+}
+
 #[test]
 fn websocket_over_tls_with_a_test_ca() {
     let (roots, server_config) = test_pki(&["localhost"]);
@@ -153,40 +173,32 @@ fn websocket_over_tls_with_a_test_ca() {
 fn unknown_ca_is_a_certificate_error() {
     let (_, server_config) = test_pki(&["localhost"]);
     let (other_roots, _) = test_pki(&["localhost"]);
-    let mut tls = TlsSession::new(tls_config_with_roots(other_roots), "localhost").unwrap();
-    let mut server = ServerConnection::new(server_config).unwrap();
-    let mut ws = WebSocketClient::new("wss://localhost/", WsConfig::default(), [1; 32]).unwrap();
-    let err = pump(&mut tls, &mut server, &mut ws).unwrap_err();
+    let (_tls, _server, _ws, outcome) = handshake(other_roots, server_config, "localhost");
+    let err = outcome.unwrap_err();
     assert!(err.is_certificate_error(), "{err:?}");
 }
 
 #[test]
 fn name_mismatch_is_a_certificate_error() {
     let (roots, server_config) = test_pki(&["stream.example"]);
-    let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
-    let mut server = ServerConnection::new(server_config).unwrap();
-    let mut ws = WebSocketClient::new("wss://localhost/", WsConfig::default(), [1; 32]).unwrap();
-    let err = pump(&mut tls, &mut server, &mut ws).unwrap_err();
+    let (_tls, _server, _ws, outcome) = handshake(roots, server_config, "localhost");
+    let err = outcome.unwrap_err();
     assert!(err.is_certificate_error(), "{err:?}");
 }
 
 #[test]
 fn ip_address_names_verify_too() {
     let (roots, server_config) = test_pki(&["127.0.0.1"]);
-    let mut tls = TlsSession::new(tls_config_with_roots(roots), "127.0.0.1").unwrap();
-    let mut server = ServerConnection::new(server_config).unwrap();
-    let mut ws = WebSocketClient::new("wss://127.0.0.1/", WsConfig::default(), [1; 32]).unwrap();
-    pump(&mut tls, &mut server, &mut ws).unwrap();
+    let (tls, _server, _ws, outcome) = handshake(roots, server_config, "127.0.0.1");
+    outcome.unwrap();
     assert!(!tls.is_handshaking());
 }
 
 #[test]
 fn eof_without_close_notify_is_truncation() {
     let (roots, server_config) = test_pki(&["localhost"]);
-    let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
-    let mut server = ServerConnection::new(server_config).unwrap();
-    let mut ws = WebSocketClient::new("wss://localhost/", WsConfig::default(), [1; 32]).unwrap();
-    pump(&mut tls, &mut server, &mut ws).unwrap();
+    let (mut tls, _server, mut ws, outcome) = handshake(roots, server_config, "localhost");
+    outcome.unwrap();
     assert_eq!(tls.handle_eof(&mut ws), Err(TlsError::UnexpectedEof));
 }
 
