@@ -191,19 +191,5 @@ fn stop_ends_a_line_session_at_once() {
 
 #[test]
 fn greeting_must_arrive_within_the_connect_timeout() {
-    let mut h = Harness::new(config());
-    h.connect();
-    h.take_events();
-    h.advance(Duration::from_secs(10));
-    let evs = h.take_events();
-    assert!(
-        matches!(
-            evs.first(),
-            Some(StreamEvent::Reconnecting {
-                reason: EndReason::ConnectTimeout,
-                ..
-            })
-        ),
-        "{evs:?}"
-    );
+    common::harness::assert_connect_times_out(config());
 }

@@ -309,21 +309,7 @@ fn refused_upgrade_is_retried_with_backoff() {
 
 #[test]
 fn connect_timeout_when_the_handshake_never_answers() {
-    let mut h = Harness::new(binance());
-    h.connect();
-    h.take_events();
-    h.advance(Duration::from_secs(10));
-    let evs = h.take_events();
-    assert!(
-        matches!(
-            evs.first(),
-            Some(StreamEvent::Reconnecting {
-                reason: EndReason::ConnectTimeout,
-                ..
-            })
-        ),
-        "{evs:?}"
-    );
+    common::harness::assert_connect_times_out(binance());
 }
 
 #[test]

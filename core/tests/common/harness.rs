@@ -145,3 +145,24 @@ impl Harness {
         self.feed(format!("{line}\r\n").as_bytes());
     }
 }
+
+/// Connects (TCP up) and lets the connect timeout pass without an answer: the stream must
+/// give up on this connection and schedule a reconnect for that reason.
+pub fn assert_connect_times_out(config: feedwire_core::StreamConfig) {
+    let timeout = config.timeouts.connect;
+    let mut h = Harness::new(config);
+    h.connect();
+    h.take_events();
+    h.advance(timeout);
+    let evs = h.take_events();
+    assert!(
+        matches!(
+            evs.first(),
+            Some(StreamEvent::Reconnecting {
+                reason: feedwire_core::EndReason::ConnectTimeout,
+                ..
+            })
+        ),
+        "{evs:?}"
+    );
+}
