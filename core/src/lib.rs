@@ -29,6 +29,7 @@ pub mod testing;
 mod tls;
 mod transmit;
 mod utf8;
+mod write_queue;
 mod ws;
 
 pub use config::WsConfig;
@@ -57,6 +58,7 @@ pub use tls::{
     default_tls_config, tls_config_with_roots, HandshakeOnly, PlaintextSink, StreamInput, TlsError,
     TlsFailure, TlsSession,
 };
+pub use write_queue::WriteQueue;
 pub use ws::{
     CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind, State, WebSocketClient,
 };

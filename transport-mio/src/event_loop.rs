@@ -2,13 +2,13 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
 use std::sync::mpsc::{Receiver, Sender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
     default_tls_config, os_seed, HandshakeOnly, RequestId, Stream, StreamEvent, StreamInput,
@@ -39,7 +39,7 @@ fn id_of(token: Token) -> StreamId {
 struct Sock {
     tcp: TcpStream,
     tls: Option<TlsSession>,
-    out: VecDeque<Bytes>,
+    out: WriteQueue,
     /// TCP connect completed (and TLS handshake, if any).
     ready: bool,
 }
@@ -323,7 +323,7 @@ impl EventLoop {
                 e.sock = Some(Sock {
                     tcp,
                     tls: None,
-                    out: VecDeque::new(),
+                    out: WriteQueue::default(),
                     ready: false,
                 });
             }
@@ -498,14 +498,14 @@ fn pump(
         if let Some(sock) = e.sock.as_mut() {
             match sock.tls.as_mut() {
                 Some(tls) => tls.write_plaintext(&chunk),
-                None => sock.out.push_back(chunk),
+                None => sock.out.push(chunk),
             }
         }
     }
     if let Some(sock) = e.sock.as_mut() {
         if let Some(tls) = sock.tls.as_mut() {
             while let Some(c) = tls.poll_transmit() {
-                sock.out.push_back(c);
+                sock.out.push(c);
             }
         }
     }
@@ -534,15 +534,12 @@ fn pump(
                         if let Some(tls) = sock.tls.as_mut() {
                             tls.send_close_notify();
                             while let Some(c) = tls.poll_transmit() {
-                                sock.out.push_back(c);
+                                sock.out.push(c);
                             }
                         }
-                        // Best effort, without blocking the loop.
-                        for chunk in &sock.out {
-                            if sock.tcp.write(chunk).is_err() {
-                                break;
-                            }
-                        }
+                        // Best effort, without blocking the loop: what the socket takes now.
+                        let tcp = &mut sock.tcp;
+                        let _ = sock.out.write_with(|slices| tcp.write_vectored(slices));
                         let _ = sock.tcp.shutdown(std::net::Shutdown::Write);
                     }
                     let _ = registry.deregister(&mut sock.tcp);
@@ -628,29 +625,12 @@ fn flush(e: &mut Entry) {
     }
     if let Some(tls) = sock.tls.as_mut() {
         while let Some(c) = tls.poll_transmit() {
-            sock.out.push_back(c);
+            sock.out.push(c);
         }
     }
-    while !sock.out.is_empty() {
-        let slices: Vec<IoSlice<'_>> = sock.out.iter().take(64).map(|b| IoSlice::new(b)).collect();
-        match sock.tcp.write_vectored(&slices) {
-            Ok(mut n) => {
-                while n > 0 {
-                    let front = sock.out.front_mut().expect("wrote fewer bytes than queued");
-                    let take = n.min(front.len());
-                    front.advance(take);
-                    n -= take;
-                    if front.is_empty() {
-                        sock.out.pop_front();
-                    }
-                }
-            }
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
-            Err(err) => {
-                let reason = err.to_string();
-                e.stream.handle_transport_error(&reason, Instant::now());
-                return;
-            }
-        }
+    let tcp = &mut sock.tcp;
+    if let Err(err) = sock.out.write_with(|slices| tcp.write_vectored(slices)) {
+        e.stream
+            .handle_transport_error(&err.to_string(), Instant::now());
     }
 }

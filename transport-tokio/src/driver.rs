@@ -2,11 +2,10 @@
 //! connect, room in the event queue, or the core's next deadline — whichever comes first.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, IoSlice};
+use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Buf;
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
     default_tls_config, RequestId, Stream, StreamEvent, StreamInput, TransportCommand,
@@ -192,10 +191,10 @@ impl Driver {
                     Some(tls) => {
                         tls.write_plaintext(&chunk);
                         while let Some(c) = tls.poll_transmit() {
-                            conn.out.push_back(c);
+                            conn.out.push(c);
                         }
                     }
-                    None => conn.out.push_back(chunk),
+                    None => conn.out.push(chunk),
                 }
             }
         }
@@ -230,13 +229,13 @@ impl Driver {
         if let Some(tls) = conn.tls.as_mut() {
             tls.send_close_notify();
             while let Some(c) = tls.poll_transmit() {
-                conn.out.push_back(c);
+                conn.out.push(c);
             }
         }
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
             let flush = async {
-                for chunk in conn.out {
+                while let Some(chunk) = conn.out.pop() {
                     conn.sock.write_all(&chunk).await?;
                 }
                 conn.sock.shutdown().await
@@ -362,28 +361,11 @@ impl Driver {
 
     /// Writes queued bytes, vectored, until the socket would block.
     fn write_ready(&mut self) -> io::Result<()> {
-        let Some(conn) = self.conn.as_mut() else {
-            return Ok(());
-        };
-        while !conn.out.is_empty() {
-            let slices: Vec<IoSlice<'_>> =
-                conn.out.iter().take(64).map(|b| IoSlice::new(b)).collect();
-            match conn.sock.try_write_vectored(&slices) {
-                Ok(mut n) => {
-                    while n > 0 {
-                        let front = conn.out.front_mut().expect("wrote fewer bytes than queued");
-                        let take = n.min(front.len());
-                        front.advance(take);
-                        n -= take;
-                        if front.is_empty() {
-                            conn.out.pop_front();
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) => return Err(e),
-            }
+        match self.conn.as_mut() {
+            Some(conn) => conn
+                .out
+                .write_with(|slices| conn.sock.try_write_vectored(slices)),
+            None => Ok(()),
         }
-        Ok(())
     }
 }

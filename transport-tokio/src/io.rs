@@ -1,12 +1,10 @@
 //! Opening a connection: DNS, TCP (`TCP_NODELAY`, optional buffer sizes), and the TLS
 //! handshake through the core's shared TLS layer.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use feedwire_core::rustls::ClientConfig;
-use feedwire_core::{Endpoint, HandshakeOnly, TlsError, TlsSession};
+use feedwire_core::{Endpoint, HandshakeOnly, TlsError, TlsSession, WriteQueue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{lookup_host, TcpSocket, TcpStream};
 
@@ -17,7 +15,7 @@ use crate::handle::TokioOptions;
 pub(crate) struct Conn {
     pub(crate) sock: TcpStream,
     pub(crate) tls: Option<TlsSession>,
-    pub(crate) out: VecDeque<Bytes>,
+    pub(crate) out: WriteQueue,
 }
 
 /// Why a connection could not be opened.
@@ -107,6 +105,6 @@ pub(crate) async fn open(
     Ok(Conn {
         sock,
         tls,
-        out: VecDeque::new(),
+        out: WriteQueue::default(),
     })
 }
