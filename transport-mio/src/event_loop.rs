@@ -12,7 +12,7 @@ use bytes::Bytes;
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
     default_tls_config, os_seed, HandshakeOnly, RequestId, Stream, StreamEvent, StreamInput,
-    TlsSession, TransportCommand,
+    TlsSession, TransportCommand, WriteQueue,
 };
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
