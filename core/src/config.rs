@@ -12,7 +12,8 @@ use crate::error::ConfigError;
 pub struct WsConfig {
     /// Most bytes handed to the transport per read (default 256 KiB). Capping a read keeps
     /// the bytes cache-resident while they are decoded; larger frames are reassembled
-    /// across reads.
+    /// across reads. Reads start at 4 KiB and double while they come back full, so a quiet
+    /// connection never holds a full-size buffer.
     pub max_read_size: usize,
     /// Largest accepted frame payload (default 16 MiB); larger fails with 1009.
     pub max_frame_size: usize,

@@ -2,7 +2,12 @@
 //! `max_read_size` bytes per read) and the engine hands out complete messages as zero-copy
 //! [`Bytes`] slices of it.
 //!
-//! Memory: the buffer is a block of `2 × max_read_size` bytes, allocated on the first read.
+//! Read size: reads start at [`INITIAL_READ_SIZE`] and double each time a read fills all it
+//! was offered, up to `max_read_size`; a busy stream reaches full-size reads within a few
+//! reads, while a quiet one (a handshake, then heartbeats) never allocates more than a few KiB.
+//! Releasing the block when idle starts the ramp again.
+//!
+//! Memory: the buffer is a block of `2 × read size` bytes, allocated on the first read.
 //! When the space after the unconsumed bytes is smaller than one read, the unconsumed bytes
 //! (at most one partial frame) move to a fresh block and the old block is freed once the
 //! application drops the last message that points into it. A frame larger than a block gets a
@@ -15,6 +20,9 @@
 
 use bytes::{Bytes, BytesMut};
 
+/// Bytes offered by the first read of a fresh (or released) buffer.
+pub(crate) const INITIAL_READ_SIZE: usize = 1024;
+
 #[derive(Debug)]
 pub(crate) struct ReadBuffer {
     /// INVARIANT: `filled <= buf.len() <= buf.capacity()`. `buf[..filled]` is unconsumed input;
@@ -22,6 +30,11 @@ pub(crate) struct ReadBuffer {
     buf: BytesMut,
     filled: usize,
     max_read_size: usize,
+    /// Bytes offered per read now: `INITIAL_READ_SIZE` (capped by `max_read_size`), doubled
+    /// after every read that filled its whole offer, never above `max_read_size`.
+    read_size: usize,
+    /// Length of the slice the last `read_buf` handed out.
+    offered: usize,
     /// Total bytes of the frame that starts at offset 0, when its header has been parsed and
     /// it is still incomplete (exact); or the size to grow to for a message of unknown length
     /// (not exact); 0 when nothing is pending.
@@ -39,33 +52,42 @@ impl ReadBuffer {
             buf: BytesMut::new(),
             filled: 0,
             max_read_size,
+            read_size: INITIAL_READ_SIZE.min(max_read_size),
+            offered: 0,
             frame_hint: 0,
             hint_is_exact: true,
         }
     }
 
     fn block_size(&self) -> usize {
-        (2 * self.max_read_size).max(4096)
+        (2 * self.read_size).max(INITIAL_READ_SIZE)
     }
 
     /// Writable space for the next read: at most `max_read_size` bytes, never empty.
     pub(crate) fn read_buf(&mut self) -> &mut [u8] {
         let spare = self.buf.capacity() - self.filled;
+        // A frame of known length has its block already: read it at full size.
+        let cap = if self.hint_is_exact && self.frame_hint > self.filled {
+            self.max_read_size
+        } else {
+            self.read_size
+        };
         // Room wanted for one read: a full read, or just the rest of a known-length frame.
         let want = if self.frame_hint > self.filled {
-            (self.frame_hint - self.filled).min(self.max_read_size)
+            (self.frame_hint - self.filled).min(cap)
         } else {
-            self.max_read_size
+            cap
         };
         let known_frame_outgrows_block =
             self.hint_is_exact && self.frame_hint > self.buf.capacity();
         if spare < want || known_frame_outgrows_block {
             self.move_to_fresh_block(self.block_size().max(self.frame_hint));
         }
-        let end = (self.filled + self.max_read_size).min(self.buf.capacity());
+        let end = (self.filled + cap).min(self.buf.capacity());
         if self.buf.len() < end {
             self.buf.resize(end, 0);
         }
+        self.offered = end - self.filled;
         &mut self.buf[self.filled..end]
     }
 
@@ -76,6 +98,9 @@ impl ReadBuffer {
             "commit({n}) exceeds the slice read_buf handed out"
         );
         self.filled += n;
+        if n == self.offered && n >= self.read_size {
+            self.read_size = (2 * self.read_size).min(self.max_read_size);
+        }
     }
 
     #[cfg(test)]
@@ -130,9 +155,13 @@ impl ReadBuffer {
     /// Drops the block when nothing is buffered, so an idle connection holds no read memory;
     /// returns whether it did.
     pub(crate) fn release_if_empty(&mut self) -> bool {
-        if self.filled == 0 && self.buf.capacity() > 0 {
+        if self.filled != 0 {
+            return false;
+        }
+        self.read_size = INITIAL_READ_SIZE.min(self.max_read_size);
+        self.frame_hint = 0;
+        if self.buf.capacity() > 0 {
             self.buf = BytesMut::new();
-            self.frame_hint = 0;
             return true;
         }
         false
@@ -214,6 +243,34 @@ mod tests {
         }
         assert!(blocks <= 8, "200 KB in {blocks} blocks");
         assert_eq!(rb.filled().len(), 200_000);
+    }
+
+    #[test]
+    fn reads_start_small_and_double_while_they_come_back_full() {
+        let mut rb = ReadBuffer::new(256 * 1024);
+        let mut sizes = Vec::new();
+        for _ in 0..12 {
+            let n = rb.read_buf().len();
+            sizes.push(n);
+            rb.commit(n);
+            rb.consume(n);
+        }
+        assert_eq!(sizes[0], INITIAL_READ_SIZE);
+        assert_eq!(sizes[1], 2 * INITIAL_READ_SIZE);
+        assert!(sizes.windows(2).all(|w| w[1] >= w[0]), "{sizes:?}");
+        assert!(sizes.len() - sizes.iter().filter(|&&n| n == 256 * 1024).count() <= 8);
+        assert_eq!(sizes[11], 256 * 1024, "capped at max_read_size: {sizes:?}");
+        // Short reads do not grow it; a release starts the ramp again.
+        let mut quiet = ReadBuffer::new(256 * 1024);
+        for _ in 0..10 {
+            quiet.read_buf();
+            quiet.commit(100);
+            quiet.consume(100);
+        }
+        assert_eq!(quiet.read_buf().len(), INITIAL_READ_SIZE);
+        assert!(quiet.capacity() <= 2 * INITIAL_READ_SIZE);
+        rb.release_if_empty();
+        assert_eq!(rb.read_buf().len(), INITIAL_READ_SIZE);
     }
 
     #[test]

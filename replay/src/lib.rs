@@ -5,11 +5,14 @@
 //! Deterministic payloads in the shapes of real streams, firehose or paced delivery, real
 //! subscription answers, and faults on demand.
 
+mod child;
+pub mod measure;
 mod pki;
 mod scenario;
 mod server;
 mod wire;
 
+pub use child::{serve_if_child, ChildServer, CHILD_ARG};
 pub use pki::TestPki;
 pub use scenario::Scenario;
 pub use server::{Fault, Mode, ReplayConfig, ReplayServer};

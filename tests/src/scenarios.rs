@@ -553,6 +553,20 @@ pub fn reconnect_resubscribes_and_data_flows_again(adapter: &dyn Adapter) {
     assert!(s.stats().reconnects >= 1);
 }
 
+/// A host name (resolved off the loop / by the runtime) reaches the same server as its
+/// address: every message arrives.
+pub fn host_names_are_resolved(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        count: Some(1000),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let url = srv.url().replace("127.0.0.1", "localhost");
+    let mut s = start(adapter, StreamConfig::binance_stream(&url), &srv);
+    let (data, _) = consume(s.as_mut(), 1000);
+    assert_eq!(data, 1000, "{url}");
+}
+
 /// Declares one `#[test]` per shared scenario for `$adapter` (a unit struct implementing
 /// [`Adapter`]): an adapter's test file is this one line, so no adapter can skip a scenario.
 #[macro_export]
@@ -575,6 +589,7 @@ macro_rules! adapter_scenarios {
             unanswered_request_times_out,
             reconnect_resubscribes_and_data_flows_again,
             interop_echo_0_bytes_to_1_mib,
+            host_names_are_resolved,
         );
     };
     (@each $adapter:expr; $($name:ident),* $(,)?) => {

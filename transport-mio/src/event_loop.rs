@@ -3,7 +3,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io::{self, Read, Write};
-use std::net::ToSocketAddrs;
+use std::net::SocketAddr;
 use std::sync::mpsc::{Receiver, Sender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,9 +18,14 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::handle::{Command, Delivery, LoopError, MioOptions, Reply, StreamId};
+use crate::resolver::Resolver;
 use crate::slot::Slab;
 
 const WAKER: Token = Token(usize::MAX);
+
+/// Tokens with this bit set belong to the application's own sources (see
+/// [`crate::user_token`]); stream tokens never have it (31-bit generations).
+pub(crate) const USER_TOKEN_BIT: usize = 1 << (usize::BITS - 1);
 
 /// A stream that read nothing for this long gives its read buffer back (idle memory).
 const IDLE_RELEASE: Duration = Duration::from_secs(1);
@@ -42,6 +47,9 @@ struct Sock {
     out: WriteQueue,
     /// TCP connect completed (and TLS handshake, if any).
     ready: bool,
+    /// Registered for writability: until the TCP connect completes, then only while bytes
+    /// wait in `out` (an idle stream gets no writable wake-ups).
+    writable_interest: bool,
 }
 
 struct Entry {
@@ -58,14 +66,15 @@ struct Entry {
     queued: bool,
     /// Last time bytes were read; quiet streams give their read buffer back.
     last_read: Instant,
+    /// Resolved addresses not tried yet, last first: a refused connect moves to the next
+    /// (`localhost` may resolve to `::1` before `127.0.0.1`).
+    addrs: Vec<SocketAddr>,
 }
 
 pub(crate) struct EventLoop {
     poll: Poll,
     commands: Receiver<Command>,
-    /// For resolver threads to report back.
-    loopback: Sender<Command>,
-    waker: Arc<Waker>,
+    resolver: Resolver,
     streams: Slab<Entry>,
     timers: BinaryHeap<Reverse<(Instant, u32, u32)>>,
     /// Streams to service in this iteration: touched by readiness, a command or a timer, or
@@ -91,8 +100,7 @@ impl EventLoop {
             Self {
                 poll,
                 commands,
-                loopback,
-                waker: waker.clone(),
+                resolver: Resolver::new(loopback, waker.clone()),
                 streams: Slab::default(),
                 timers: BinaryHeap::new(),
                 ready: Vec::new(),
@@ -104,18 +112,50 @@ impl EventLoop {
         ))
     }
 
+    /// Turns until shutdown (the loop's own thread).
     pub(crate) fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         loop {
-            let timeout = self.poll_timeout();
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() != io::ErrorKind::Interrupted {
+            match self.turn(&mut events, None, &mut |_| {}) {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => {
                     tracing::error!(error = %e, "mio poll failed; loop ends");
                     return;
                 }
             }
+        }
+    }
+
+    pub(crate) fn registry(&self) -> &mio::Registry {
+        self.poll.registry()
+    }
+
+    /// One iteration: waits for readiness, a command or the earliest deadline (at most
+    /// `max_wait`), then services what happened. Events for the application's own sources
+    /// (tokens with the top bit set) go to `user`. Returns false once shut down.
+    pub(crate) fn turn(
+        &mut self,
+        events: &mut Events,
+        max_wait: Option<Duration>,
+        user: &mut dyn FnMut(&mio::event::Event),
+    ) -> io::Result<bool> {
+        {
+            let timeout = match (self.poll_timeout(), max_wait) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if let Err(e) = self.poll.poll(events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
             for event in events.iter() {
                 if event.token() == WAKER {
+                    continue;
+                }
+                if event.token().0 & USER_TOKEN_BIT != 0 {
+                    user(event);
                     continue;
                 }
                 let id = id_of(event.token());
@@ -131,17 +171,23 @@ impl EventLoop {
             }
             while let Ok(cmd) = self.commands.try_recv() {
                 if !self.command(cmd) {
-                    return;
+                    return Ok(false);
                 }
             }
-            self.fire_timers();
-            self.sweep_idle_buffers();
-            for id in std::mem::take(&mut self.ready) {
-                if let Some(e) = self.streams.get_mut(id.index, id.generation) {
-                    e.queued = false;
-                }
-                self.service(id);
+            self.service_ready();
+            Ok(true)
+        }
+    }
+
+    /// Fires due timers and services every marked stream.
+    pub(crate) fn service_ready(&mut self) {
+        self.fire_timers();
+        self.sweep_idle_buffers();
+        for id in std::mem::take(&mut self.ready) {
+            if let Some(e) = self.streams.get_mut(id.index, id.generation) {
+                e.queued = false;
             }
+            self.service(id);
         }
     }
 
@@ -214,7 +260,7 @@ impl EventLoop {
     }
 
     /// Returns false on shutdown.
-    fn command(&mut self, cmd: Command) -> bool {
+    pub(crate) fn command(&mut self, cmd: Command) -> bool {
         let now = Instant::now();
         if let Some(id) = cmd.stream() {
             self.mark(id);
@@ -233,6 +279,7 @@ impl EventLoop {
                         deadline: None,
                         queued: false,
                         last_read: now,
+                        addrs: Vec::new(),
                     };
                     let (index, generation) = self.streams.insert(entry);
                     (StreamId { index, generation }, stats)
@@ -297,7 +344,7 @@ impl EventLoop {
         self.streams.get_mut(id.index, id.generation).map(f)
     }
 
-    fn resolved(&mut self, id: StreamId, result: Result<std::net::SocketAddr, String>) {
+    fn resolved(&mut self, id: StreamId, result: Result<Vec<SocketAddr>, String>) {
         let now = Instant::now();
         let registry = self.poll.registry();
         let Some(e) = self.streams.get_mut(id.index, id.generation) else {
@@ -309,27 +356,13 @@ impl EventLoop {
         ) {
             return;
         }
-        let addr = match result {
-            Ok(a) => a,
-            Err(reason) => return e.stream.handle_connect_failed(&reason, now),
-        };
-        match TcpStream::connect(addr) {
-            Ok(mut tcp) => {
-                if let Err(err) =
-                    registry.register(&mut tcp, token(id), Interest::READABLE | Interest::WRITABLE)
-                {
-                    return e.stream.handle_connect_failed(&err.to_string(), now);
-                }
-                e.sock = Some(Sock {
-                    tcp,
-                    tls: None,
-                    out: WriteQueue::default(),
-                    ready: false,
-                });
+        match result {
+            Ok(mut addrs) => {
+                addrs.reverse(); // `pop` takes them in the resolver's order
+                e.addrs = addrs;
+                connect_next(e, registry, id, now, String::from("no address"));
             }
-            Err(err) => e
-                .stream
-                .handle_connect_failed(&format!("connect {addr}: {err}"), now),
+            Err(reason) => e.stream.handle_connect_failed(&reason, now),
         }
     }
 
@@ -337,6 +370,7 @@ impl EventLoop {
     fn on_writable(&mut self, id: StreamId) {
         let now = Instant::now();
         let tls_config = self.tls.clone();
+        let registry = self.poll.registry();
         let Some(e) = self.streams.get_mut(id.index, id.generation) else {
             return;
         };
@@ -346,8 +380,13 @@ impl EventLoop {
                 Ok(None) if sock.tcp.peer_addr().is_ok() => {}
                 Ok(None) => return, // not connected yet
                 Ok(Some(err)) | Err(err) => {
+                    let addr = sock.tcp.peer_addr().ok();
                     e.sock = None;
-                    return e.stream.handle_connect_failed(&err.to_string(), now);
+                    let reason = match addr {
+                        Some(a) => format!("connect {a}: {err}"),
+                        None => format!("connect: {err}"),
+                    };
+                    return connect_next(e, registry, id, now, reason);
                 }
             }
             let _ = sock.tcp.set_nodelay(true);
@@ -365,7 +404,7 @@ impl EventLoop {
                 e.stream.handle_connected(now);
             }
         }
-        flush(e);
+        flush(e, registry, id);
     }
 
     /// Everything one stream needs after any input: read, pump outputs, deliver, re-arm.
@@ -378,7 +417,7 @@ impl EventLoop {
         if e.readable && e.pending.is_empty() {
             read(e, budget, now);
         }
-        pump(e, &self.loopback, &self.waker, id, self.poll.registry());
+        pump(e, &mut self.resolver, id, self.poll.registry());
         deliver(e);
         if let Some(at) = e.stream.poll_timeout() {
             if e.deadline != Some(at) {
@@ -395,6 +434,41 @@ impl EventLoop {
             self.mark(id);
         }
     }
+}
+
+/// Starts a TCP connect to the next resolved address; when none is left, reports
+/// `last_error` (the previous address's failure) to the stream.
+fn connect_next(
+    e: &mut Entry,
+    registry: &mio::Registry,
+    id: StreamId,
+    now: Instant,
+    mut last_error: String,
+) {
+    while let Some(addr) = e.addrs.pop() {
+        let mut tcp = match TcpStream::connect(addr) {
+            Ok(tcp) => tcp,
+            Err(err) => {
+                last_error = format!("connect {addr}: {err}");
+                continue;
+            }
+        };
+        if let Err(err) =
+            registry.register(&mut tcp, token(id), Interest::READABLE | Interest::WRITABLE)
+        {
+            last_error = format!("register {addr}: {err}");
+            continue;
+        }
+        e.sock = Some(Sock {
+            tcp,
+            tls: None,
+            out: WriteQueue::default(),
+            ready: false,
+            writable_interest: true,
+        });
+        return;
+    }
+    e.stream.handle_connect_failed(&last_error, now);
 }
 
 /// Reads until `WouldBlock`, the budget, or a full channel; drives a TLS handshake first.
@@ -487,13 +561,7 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
 }
 
 /// The core's outputs: bytes (through TLS) to the socket, transport commands, events.
-fn pump(
-    e: &mut Entry,
-    loopback: &Sender<Command>,
-    waker: &Arc<Waker>,
-    id: StreamId,
-    registry: &mio::Registry,
-) {
+fn pump(e: &mut Entry, resolver: &mut Resolver, id: StreamId, registry: &mio::Registry) {
     while let Some(chunk) = e.stream.poll_transmit() {
         if let Some(sock) = e.sock.as_mut() {
             match sock.tls.as_mut() {
@@ -509,24 +577,11 @@ fn pump(
             }
         }
     }
-    flush(e);
+    flush(e, registry, id);
     while let Some(cmd) = e.stream.poll_transport() {
         match cmd {
             TransportCommand::Connect(endpoint) => {
-                // DNS blocks: resolve on a short-lived thread, report through the channel.
-                let tx = loopback.clone();
-                let waker = waker.clone();
-                std::thread::spawn(move || {
-                    let result = (endpoint.host.as_str(), endpoint.port)
-                        .to_socket_addrs()
-                        .map_err(|err| format!("DNS {}: {err}", endpoint.host))
-                        .and_then(|mut a| {
-                            a.next()
-                                .ok_or_else(|| format!("DNS {}: no address", endpoint.host))
-                        });
-                    let _ = tx.send(Command::Resolved(id, result));
-                    let _ = waker.wake();
-                });
+                resolver.resolve(id, &endpoint.host, endpoint.port);
             }
             TransportCommand::Disconnect => {
                 if let Some(mut sock) = e.sock.take() {
@@ -617,8 +672,9 @@ fn deliver(e: &mut Entry) {
     }
 }
 
-/// Writes queued bytes, vectored, until `WouldBlock` (a writable event resumes).
-fn flush(e: &mut Entry) {
+/// Writes queued bytes, vectored, until `WouldBlock`; asks for a writable event only while
+/// something is left.
+fn flush(e: &mut Entry, registry: &mio::Registry, id: StreamId) {
     let Some(sock) = e.sock.as_mut() else { return };
     if !sock.ready && sock.tls.is_none() {
         return;
@@ -630,7 +686,22 @@ fn flush(e: &mut Entry) {
     }
     let tcp = &mut sock.tcp;
     if let Err(err) = sock.out.write_with(|slices| tcp.write_vectored(slices)) {
-        e.stream
+        return e
+            .stream
             .handle_transport_error(&err.to_string(), Instant::now());
+    }
+    let want = !sock.out.is_empty();
+    if want != sock.writable_interest {
+        let interest = if want {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        if let Err(err) = registry.reregister(&mut sock.tcp, token(id), interest) {
+            return e
+                .stream
+                .handle_transport_error(&err.to_string(), Instant::now());
+        }
+        sock.writable_interest = want;
     }
 }

@@ -96,7 +96,7 @@ pub(crate) enum Command {
     SendText(StreamId, String, Reply<()>),
     SendBinary(StreamId, Vec<u8>, Reply<()>),
     Request(StreamId, String, Reply<Bytes>),
-    Resolved(StreamId, Result<std::net::SocketAddr, String>),
+    Resolved(StreamId, Result<Vec<std::net::SocketAddr>, String>),
     Shutdown,
 }
 
@@ -122,7 +122,7 @@ impl Command {
 pub struct LoopHandle {
     pub(crate) commands: Sender<Command>,
     pub(crate) waker: Arc<mio::Waker>,
-    thread: Option<Arc<JoinHandle<()>>>,
+    pub(crate) thread: Option<Arc<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for LoopHandle {

@@ -6,11 +6,18 @@
 //! the earliest deadline (a heap across streams), and wakes at once on a command (a
 //! `mio::Waker` and a channel). No tokio in the dependency tree.
 //!
+//! Two ways to run it: [`LoopHandle::spawn`] gives the loop a thread of its own, controlled
+//! from any thread; [`MioLoop`] is turned by the application's own thread, which can register
+//! its own sources in the same `Poll` ([`user_token`]).
+//!
 //! Delivery: per stream, either a [`Handler`] called on the loop thread, or a bounded channel
 //! for consuming on another thread (when it is full the loop stops reading that stream).
 
+mod embedded;
 mod event_loop;
 mod handle;
+mod resolver;
 mod slot;
 
+pub use embedded::{user_token, user_token_number, MioLoop};
 pub use handle::{Delivery, Handler, LoopError, LoopHandle, MioOptions, StreamId};

@@ -1,6 +1,9 @@
 //! Stable stream ids: a slab whose slots carry a generation, so a late event or command for a
 //! closed stream never reaches the stream that reused its slot.
 
+/// Generations wrap within 31 bits.
+pub(crate) const GENERATION_MASK: u32 = 0x7FFF_FFFF;
+
 /// Entries addressed by `(index, generation)`.
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
@@ -41,7 +44,8 @@ impl<T> Slab<T> {
     pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<T> {
         match self.slots.get_mut(index as usize) {
             Some((g, value @ Some(_))) if *g == generation => {
-                *g = g.wrapping_add(1);
+                // 31 bits: the top bit of a 64-bit token marks the application's own sources.
+                *g = g.wrapping_add(1) & GENERATION_MASK;
                 self.free.push(index);
                 value.take()
             }

@@ -1,0 +1,134 @@
+//! The mio loop turned by the application's own thread, with the application's own source
+//! registered in the same `Poll`.
+
+use std::net::UdpSocket as StdUdp;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use feedwire_core::{CloseInitiator, StreamConfig, StreamEvent};
+use feedwire_mio::{user_token, user_token_number, Delivery, Handler, MioLoop, MioOptions};
+use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
+use mio::net::UdpSocket;
+use mio::Interest;
+
+#[derive(Default)]
+struct Seen {
+    data: AtomicU64,
+    ends: Mutex<Vec<StreamEvent>>,
+    ended: AtomicBool,
+}
+
+struct Record(Arc<Seen>);
+
+impl Handler for Record {
+    fn on_event(&mut self, event: StreamEvent) {
+        match event {
+            StreamEvent::Data { .. } => {
+                self.0.data.fetch_add(1, Ordering::Relaxed);
+            }
+            e @ (StreamEvent::Closed { .. } | StreamEvent::Crashed(_)) => {
+                self.0.ends.lock().unwrap().push(e);
+                self.0.ended.store(true, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn turn_until(feed: &mut MioLoop, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(feed.turn(Some(Duration::from_millis(50)), |_| {}).unwrap());
+    }
+}
+
+#[test]
+fn the_application_turns_the_loop_and_shares_its_poll() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(1000),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let mut own = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    feed.registry()
+        .register(&mut own, user_token(7), Interest::READABLE)
+        .unwrap();
+    let seen = Arc::new(Seen::default());
+    let (id, stats) = feed
+        .connect(
+            StreamConfig::binance_stream(&srv.url()),
+            Delivery::Handler(Box::new(Record(seen.clone()))),
+        )
+        .unwrap();
+
+    StdUdp::bind("127.0.0.1:0")
+        .unwrap()
+        .send_to(b"ping", own.local_addr().unwrap())
+        .unwrap();
+    let mut user_events = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seen.data.load(Ordering::Relaxed) < 1000 || user_events.is_empty() {
+        assert!(Instant::now() < deadline, "data and the user event");
+        feed.turn(Some(Duration::from_millis(50)), |e| {
+            user_events.push(user_token_number(e.token()));
+        })
+        .unwrap();
+    }
+    assert_eq!(user_events, vec![Some(7)], "the application's event, once");
+    let mut buf = [0u8; 8];
+    assert_eq!(own.recv_from(&mut buf).unwrap().0, 4);
+    assert_eq!(stats.snapshot().messages_received, 1000);
+
+    // A direct stop on the loop's thread; the Close handshake completes in later turns.
+    feed.stop(id);
+    turn_until(&mut feed, "the close", || {
+        seen.ended.load(Ordering::Relaxed)
+    });
+    assert_eq!(
+        seen.ends.lock().unwrap().as_slice(),
+        &[StreamEvent::Closed {
+            by: CloseInitiator::Local,
+            code: 1000
+        }]
+    );
+}
+
+#[test]
+fn a_command_from_another_thread_wakes_a_waiting_turn() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(10),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let seen = Arc::new(Seen::default());
+    let (id, _) = feed
+        .connect(
+            StreamConfig::binance_stream(&srv.url()),
+            Delivery::Handler(Box::new(Record(seen.clone()))),
+        )
+        .unwrap();
+    turn_until(&mut feed, "data", || {
+        seen.data.load(Ordering::Relaxed) == 10
+    });
+
+    let handle = feed.handle();
+    let other = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        handle.crash(id, "from another thread");
+    });
+    // Waits without a limit of its own: the command's waker ends the wait.
+    while !seen.ended.load(Ordering::Relaxed) {
+        feed.turn(None, |_| {}).unwrap();
+    }
+    other.join().unwrap();
+    assert!(matches!(
+        seen.ends.lock().unwrap().as_slice(),
+        [StreamEvent::Crashed(_)]
+    ));
+}
