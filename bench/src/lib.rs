@@ -1,0 +1,38 @@
+//! # feedwire-bench
+//!
+//! feedwire (blocking core, mio loop, tokio adapter) side by side with other Rust WebSocket
+//! clients and with the limit (a raw read loop that only skips frame headers, or a raw memchr
+//! line splitter), against the replay server running in a child process: throughput and the
+//! client's CPU time per message (user + system, all threads, measured from the first message
+//! to the last), one-way latency at paced rates, and peak memory on 454 KB messages.
+//!
+//! Programs that run the benchmark call [`child_main`] first: the benchmark re-runs its own
+//! executable for the replay server and for each memory measurement.
+
+mod clients;
+mod recorder;
+mod report;
+mod runner;
+
+pub use clients::{Client, Extra, RunFn, Target, ALL as CLIENTS};
+pub use recorder::{Recorder, Window};
+pub use report::{json, machine, markdown};
+pub use runner::{
+    run, run_latency, run_memory, run_scenario, BenchOptions, LatencyRow, MemoryRow, Results, Row,
+};
+
+/// Call first in `main`: when this process was started by the benchmark as its replay server
+/// or as a memory measurement, does that and exits; otherwise returns at once.
+pub fn child_main() {
+    feedwire_replay::serve_if_child();
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(runner::MEMORY_ARG) {
+        match runner::memory_child(&args[2..]) {
+            Ok(()) => std::process::exit(0),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2)
+            }
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! `cargo run --release -p feedwire-bench -- [--quick] [--json PATH] [--markdown PATH]
+//! [--runs N] [--scenario NAME]… [--client NAME]… [--no-latency] [--no-memory]`
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark reports to the terminal"
+)]
+
+use std::process::ExitCode;
+
+use feedwire_bench::{child_main, json, machine, markdown, run, BenchOptions};
+use feedwire_replay::Scenario;
+
+fn main() -> ExitCode {
+    child_main();
+    let mut options = BenchOptions::full();
+    let mut json_path = None;
+    let mut markdown_path = None;
+    let mut scenarios = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |what: &str| args.next().ok_or(format!("{arg} needs {what}"));
+        let parsed: Result<(), String> = (|| {
+            match arg.as_str() {
+                "--quick" => {
+                    options = BenchOptions {
+                        clients: options.clients.clone(),
+                        ..BenchOptions::quick()
+                    }
+                }
+                "--json" => json_path = Some(value("a path")?),
+                "--markdown" => markdown_path = Some(value("a path")?),
+                "--runs" => {
+                    options.runs = value("a number")?
+                        .parse()
+                        .map_err(|_| "--runs: not a number".to_owned())?
+                }
+                "--scenario" => {
+                    let name = value("a scenario")?;
+                    scenarios.push(
+                        Scenario::from_name(&name).ok_or(format!("unknown scenario {name}"))?,
+                    );
+                }
+                "--client" => options.clients.push(value("a client")?),
+                "--no-latency" => options.latency_rates.clear(),
+                "--no-memory" => options.memory = false,
+                "--help" | "-h" => {
+                    println!(
+                        "{}",
+                        include_str!("main.rs")
+                            .lines()
+                            .take(2)
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    );
+                    std::process::exit(0);
+                }
+                other => return Err(format!("unknown argument {other}")),
+            }
+            Ok(())
+        })();
+        if let Err(e) = parsed {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    }
+    if !scenarios.is_empty() {
+        options.scenarios = scenarios;
+    }
+    eprintln!("feedwire-bench on {}", machine());
+    let results = match run(&options, &mut |line| eprintln!("{line}")) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("benchmark failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let table = markdown(&results);
+    println!("{table}");
+    if let Some(path) = json_path {
+        if let Err(e) = std::fs::write(&path, json(&results)) {
+            eprintln!("{path}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if let Some(path) = markdown_path {
+        let command: Vec<String> = std::env::args().skip(1).collect();
+        let doc = format!(
+            "# Benchmarks\n\nMachine: {}.\n\nCommand: `cargo run --release -p feedwire-bench -- {}`\n\n\
+             Client CPU per message is user + system time of the benchmark process (the replay \
+             server runs in a child process), from the first message to the last. Ratios compare \
+             medians measured side by side in this one run.\n{table}",
+            machine(),
+            command.join(" ")
+        );
+        if let Err(e) = std::fs::write(&path, doc) {
+            eprintln!("{path}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,146 @@
+//! What every client does per message, identically: count it, and in latency runs record
+//! the one-way delay from the server's `"ts_us"` stamp. The timed window runs from the first
+//! message to the last, so connecting, handshakes and runtime start-up are outside it.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use feedwire_replay::measure;
+use hdrhistogram::Histogram;
+
+/// Per-run counters and, for paced runs, the latency histogram.
+#[derive(Debug)]
+pub struct Recorder {
+    expected: u64,
+    messages: u64,
+    bytes: u64,
+    started: Option<(Instant, Duration)>,
+    finished: Option<(Instant, Duration)>,
+    latency: Option<Histogram<u64>>,
+}
+
+/// The measured window of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    /// Messages after the first (the window opens at the first).
+    pub messages: u64,
+    /// Payload bytes of every message.
+    pub bytes: u64,
+    /// Wall time from the first message to the last.
+    pub wall: Duration,
+    /// This process's CPU time (user + system, all threads) in the same window.
+    pub cpu: Duration,
+}
+
+impl Recorder {
+    /// Expects `expected` data messages; with `latency`, records one-way delays (µs).
+    pub fn new(expected: u64, latency: bool) -> Self {
+        Self {
+            expected,
+            messages: 0,
+            bytes: 0,
+            started: None,
+            finished: None,
+            latency: latency.then(|| {
+                Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
+            }),
+        }
+    }
+
+    /// Whether the client should pass each payload's first bytes (latency runs).
+    pub fn wants_head(&self) -> bool {
+        self.latency.is_some()
+    }
+
+    /// One complete data message of `len` bytes; `head` is at least its first 32 bytes (or
+    /// all of it) in latency runs, anything otherwise. Returns true when the run is complete.
+    #[inline]
+    pub fn on_message(&mut self, len: usize, head: &[u8]) -> bool {
+        if self.messages == 0 {
+            self.started = Some((Instant::now(), measure::cpu_time()));
+        }
+        self.messages += 1;
+        self.bytes += len as u64;
+        if let Some(h) = &mut self.latency {
+            if let Some(sent) = stamp_us(head) {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_micros() as u64);
+                let _ = h.record(now.saturating_sub(sent).max(1));
+            }
+        }
+        if self.messages >= self.expected {
+            if self.finished.is_none() {
+                self.finished = Some((Instant::now(), measure::cpu_time()));
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Whether every expected message arrived.
+    pub fn is_complete(&self) -> bool {
+        self.messages >= self.expected
+    }
+
+    /// Messages so far.
+    pub fn messages(&self) -> u64 {
+        self.messages
+    }
+
+    /// The timed window, once complete.
+    pub fn window(&self) -> Option<Window> {
+        let ((t0, c0), (t1, c1)) = (self.started?, self.finished?);
+        Some(Window {
+            messages: self.messages.saturating_sub(1),
+            bytes: self.bytes,
+            wall: t1 - t0,
+            cpu: c1.saturating_sub(c0),
+        })
+    }
+
+    /// The latency histogram (µs), in latency runs.
+    pub fn latency(&self) -> Option<&Histogram<u64>> {
+        self.latency.as_ref()
+    }
+}
+
+/// The send time stamped by the paced replay server: payloads start `{"ts_us":<µs>,`.
+fn stamp_us(head: &[u8]) -> Option<u64> {
+    let digits = head.strip_prefix(b"{\"ts_us\":")?;
+    let mut value = 0u64;
+    let mut any = false;
+    for &b in digits.iter().take(20) {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+        any = true;
+    }
+    any.then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_replay_stamp() {
+        assert_eq!(
+            stamp_us(b"{\"ts_us\":1700000000123456,\"e\":1}"),
+            Some(1_700_000_000_123_456)
+        );
+        assert_eq!(stamp_us(b"{\"stream\":\"x\"}"), None);
+        assert_eq!(stamp_us(b"{\"ts_us\":"), None);
+    }
+
+    #[test]
+    fn window_opens_at_the_first_message() {
+        let mut r = Recorder::new(3, false);
+        assert!(!r.on_message(10, &[]));
+        assert!(!r.on_message(10, &[]));
+        assert!(r.window().is_none());
+        assert!(r.on_message(10, &[]));
+        let w = r.window().unwrap();
+        assert_eq!((w.messages, w.bytes), (2, 30));
+    }
+}

@@ -1,0 +1,252 @@
+//! Tables (terminal and markdown) and the JSON array of results.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::runner::{LatencyRow, MemoryRow, Results, Row};
+
+fn best_peer<'a>(rows: &'a [Row], scenario: &str) -> Option<&'a Row> {
+    rows.iter()
+        .filter(|r| r.scenario == scenario && r.peer && r.runs > 0)
+        .min_by(|a, b| a.cpu_us_per_msg.total_cmp(&b.cpu_us_per_msg))
+}
+
+fn limit<'a>(rows: &'a [Row], scenario: &str) -> Option<&'a Row> {
+    rows.iter()
+        .find(|r| r.scenario == scenario && r.client == "limit" && r.runs > 0)
+}
+
+fn scenarios(rows: &[Row]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in rows {
+        if !names.contains(&r.scenario.as_str()) {
+            names.push(&r.scenario);
+        }
+    }
+    names
+}
+
+fn si(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1}k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// Markdown tables: one per scenario, then latency and memory. `|`-tables read fine on a
+/// terminal too.
+pub fn markdown(results: &Results) -> String {
+    let mut out = String::new();
+    for scenario in scenarios(&results.rows) {
+        let rows: Vec<&Row> = results
+            .rows
+            .iter()
+            .filter(|r| r.scenario == scenario)
+            .collect();
+        let first = rows[0];
+        let _ = writeln!(
+            out,
+            "\n### {scenario} ({:.2} KB mean payload, {} msgs per run, median of {} rounds)\n",
+            first.mean_payload / 1000.0,
+            first.messages,
+            rows.iter().map(|r| r.runs).max().unwrap_or(0)
+        );
+        out.push_str(
+            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer |\n\
+             |---|---:|---:|---:|---:|---:|\n",
+        );
+        let lim = limit(&results.rows, scenario);
+        let peer = best_peer(&results.rows, scenario);
+        for r in rows {
+            if r.runs == 0 {
+                let _ = writeln!(
+                    out,
+                    "| {} | failed: {} | | | | |",
+                    r.client,
+                    r.failures.first().map_or("", String::as_str)
+                );
+                continue;
+            }
+            let ratio = |base: Option<&Row>| {
+                base.map_or("—".to_owned(), |b| {
+                    format!("{:.2}", r.cpu_us_per_msg / b.cpu_us_per_msg)
+                })
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} |",
+                r.client,
+                si(r.msgs_per_s),
+                r.cpu_us_per_msg,
+                r.cpu_range.0,
+                r.cpu_range.1,
+                ratio(lim),
+                ratio(peer),
+            );
+        }
+    }
+    if !results.latency.is_empty() {
+        out.push_str(
+            "\n### One-way latency, paced small_aggtrade (server send stamp → client has the message)\n\n\
+             | rate | client | p50 µs | p99 µs | p99.9 µs | max µs | CPU µs/msg |\n\
+             |---:|---|---:|---:|---:|---:|---:|\n",
+        );
+        for r in &results.latency {
+            latency_line(&mut out, r);
+        }
+    }
+    if !results.memory.is_empty() {
+        out.push_str(
+            "\n### Memory while receiving huge_ticker_arr (454 KB messages; a fresh process per client)\n\n\
+             | client | peak RSS MiB | baseline MiB | peak − baseline MiB | read buffer after |\n\
+             |---|---:|---:|---:|---:|\n",
+        );
+        for r in &results.memory {
+            memory_line(&mut out, r);
+        }
+    }
+    out
+}
+
+fn latency_line(out: &mut String, r: &LatencyRow) {
+    match &r.failure {
+        Some(e) => {
+            let _ = writeln!(
+                out,
+                "| {} | {} | failed: {e} | | | | |",
+                si(f64::from(r.rate)),
+                r.client
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {:.3} |",
+                si(f64::from(r.rate)),
+                r.client,
+                r.p50_us,
+                r.p99_us,
+                r.p999_us,
+                r.max_us,
+                r.cpu_us_per_msg
+            );
+        }
+    }
+}
+
+fn memory_line(out: &mut String, r: &MemoryRow) {
+    let mib = |b: u64| b as f64 / 1048576.0;
+    let _ = writeln!(
+        out,
+        "| {} | {:.1} | {:.1} | {:.1} | {} |",
+        r.client,
+        mib(r.peak_rss),
+        mib(r.baseline_rss),
+        mib(r.peak_rss.saturating_sub(r.baseline_rss)),
+        r.read_buffer_bytes
+            .map_or("—".to_owned(), |b| format!("{b} B"))
+    );
+}
+
+#[derive(Serialize)]
+struct Spread {
+    cpu_us_per_msg: [f64; 2],
+    msgs_per_s: [f64; 2],
+}
+
+#[derive(Serialize)]
+struct JsonRow<'a> {
+    scenario: &'a str,
+    client: &'a str,
+    msgs_per_s: f64,
+    cpu_us_per_msg: f64,
+    spread: Spread,
+    runs: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p50_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p99_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p999_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peak_rss_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_buffer_bytes: Option<u64>,
+}
+
+/// A JSON array, one object per scenario × client (`scenario`, `client`, `msgs_per_s`,
+/// `cpu_us_per_msg`, `spread` = min/max over rounds). Latency runs appear as scenario
+/// `small_aggtrade@<rate>/s` with `p50_us`, `p99_us`, `p999_us`; `huge_ticker_arr` rows carry
+/// `peak_rss_bytes` from the memory runs.
+pub fn json(results: &Results) -> String {
+    let mut rows: Vec<JsonRow<'_>> = results
+        .rows
+        .iter()
+        .map(|r| JsonRow {
+            scenario: &r.scenario,
+            client: r.client,
+            msgs_per_s: r.msgs_per_s,
+            cpu_us_per_msg: r.cpu_us_per_msg,
+            spread: Spread {
+                cpu_us_per_msg: [r.cpu_range.0, r.cpu_range.1],
+                msgs_per_s: [r.msgs_per_s_range.0, r.msgs_per_s_range.1],
+            },
+            runs: r.runs,
+            p50_us: None,
+            p99_us: None,
+            p999_us: None,
+            peak_rss_bytes: (r.scenario == "huge_ticker_arr")
+                .then(|| results.memory.iter().find(|m| m.client == r.client))
+                .flatten()
+                .map(|m| m.peak_rss),
+            read_buffer_bytes: r.read_buffer_bytes,
+        })
+        .collect();
+    let names: Vec<String> = results
+        .latency
+        .iter()
+        .map(|l| format!("small_aggtrade@{}/s", l.rate))
+        .collect();
+    for (l, name) in results.latency.iter().zip(&names) {
+        if l.failure.is_some() {
+            continue;
+        }
+        rows.push(JsonRow {
+            scenario: name,
+            client: l.client,
+            msgs_per_s: f64::from(l.rate),
+            cpu_us_per_msg: l.cpu_us_per_msg,
+            spread: Spread {
+                cpu_us_per_msg: [l.cpu_us_per_msg, l.cpu_us_per_msg],
+                msgs_per_s: [f64::from(l.rate), f64::from(l.rate)],
+            },
+            runs: 1,
+            p50_us: Some(l.p50_us),
+            p99_us: Some(l.p99_us),
+            p999_us: Some(l.p999_us),
+            peak_rss_bytes: None,
+            read_buffer_bytes: None,
+        });
+    }
+    serde_json::to_string_pretty(&rows).expect("plain data serialises")
+}
+
+/// The machine, for BENCHMARKS.md: CPU model, cores, kernel.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned());
+    format!("{cpu}, {cores} cores, Linux {kernel}")
+}

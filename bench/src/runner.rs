@@ -1,0 +1,414 @@
+//! Runs every client on every scenario, alternating clients within each round so drift on a
+//! shared machine hits all of them alike; medians and min–max over the rounds.
+
+use std::time::Duration;
+
+use feedwire_replay::{measure, ChildServer, Mode, ReplayConfig, Scenario};
+
+use crate::clients::{Client, Target, ALL};
+use crate::recorder::Recorder;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Rounds per scenario (every client once per round).
+    pub runs: usize,
+    /// Messages per run: the scenario's count divided by this.
+    pub count_divisor: usize,
+    /// Scenarios, in order.
+    pub scenarios: Vec<Scenario>,
+    /// Client names to run (empty: all).
+    pub clients: Vec<String>,
+    /// Paced rates for latency (msgs/s), and seconds per rate.
+    pub latency_rates: Vec<u32>,
+    /// Seconds of paced traffic per latency run.
+    pub latency_secs: u32,
+    /// Measure peak RSS on `huge_ticker_arr`, one fresh process per client.
+    pub memory: bool,
+}
+
+impl BenchOptions {
+    /// The full benchmark: 5 rounds, every scenario at its full count, latency at 10k and
+    /// 100k msgs/s for 3 s each, memory.
+    pub fn full() -> Self {
+        Self {
+            runs: 5,
+            count_divisor: 1,
+            scenarios: vec![
+                Scenario::SmallAggTrade,
+                Scenario::MediumKline,
+                Scenario::LargeDepth20,
+                Scenario::XlargeDepthDiff,
+                Scenario::HugeTickerArr,
+                Scenario::MultiplexMix,
+                Scenario::BetfairMcm,
+            ],
+            clients: Vec::new(),
+            latency_rates: vec![10_000, 100_000],
+            latency_secs: 3,
+            memory: true,
+        }
+    }
+
+    /// A short run: 3 rounds, a fifth of each count, 1 s per latency rate.
+    pub fn quick() -> Self {
+        Self {
+            runs: 3,
+            count_divisor: 5,
+            latency_secs: 1,
+            ..Self::full()
+        }
+    }
+
+    fn selected(&self) -> Vec<&'static Client> {
+        ALL.iter()
+            .filter(|c| self.clients.is_empty() || self.clients.iter().any(|n| n == c.name))
+            .collect()
+    }
+}
+
+/// One scenario × client: medians over the rounds.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// Scenario name.
+    pub scenario: String,
+    /// Client name.
+    pub client: &'static str,
+    /// A peer library.
+    pub peer: bool,
+    /// Messages per run.
+    pub messages: u64,
+    /// Mean payload size, bytes.
+    pub mean_payload: f64,
+    /// Successful rounds.
+    pub runs: usize,
+    /// Median throughput.
+    pub msgs_per_s: f64,
+    /// Median CPU per message, µs (user + system).
+    pub cpu_us_per_msg: f64,
+    /// Min and max CPU per message over the rounds.
+    pub cpu_range: (f64, f64),
+    /// Min and max throughput over the rounds.
+    pub msgs_per_s_range: (f64, f64),
+    /// Read buffer held after the run (feedwire).
+    pub read_buffer_bytes: Option<u64>,
+    /// Why runs failed, if any did.
+    pub failures: Vec<String>,
+}
+
+/// One paced rate × client.
+#[derive(Debug, Clone)]
+pub struct LatencyRow {
+    /// Messages per second sent.
+    pub rate: u32,
+    /// Client name.
+    pub client: &'static str,
+    /// One-way latency percentiles, µs.
+    pub p50_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// 99.9th percentile, µs.
+    pub p999_us: u64,
+    /// Largest, µs.
+    pub max_us: u64,
+    /// CPU per message at this rate, µs (wake-ups included).
+    pub cpu_us_per_msg: f64,
+    /// Why the run failed, if it did.
+    pub failure: Option<String>,
+}
+
+/// Peak memory while receiving `huge_ticker_arr`, measured in a fresh process per client.
+#[derive(Debug, Clone)]
+pub struct MemoryRow {
+    /// Client name.
+    pub client: &'static str,
+    /// Resident memory before connecting, bytes.
+    pub baseline_rss: u64,
+    /// Peak resident memory during the run, bytes.
+    pub peak_rss: u64,
+    /// Read buffer held after the run (feedwire).
+    pub read_buffer_bytes: Option<u64>,
+}
+
+/// Everything one invocation measured.
+#[derive(Debug, Clone, Default)]
+pub struct Results {
+    /// Throughput and CPU.
+    pub rows: Vec<Row>,
+    /// Latency.
+    pub latency: Vec<LatencyRow>,
+    /// Memory.
+    pub memory: Vec<MemoryRow>,
+}
+
+struct Sample {
+    msgs_per_s: f64,
+    cpu_us_per_msg: f64,
+    messages: u64,
+    bytes: u64,
+    read_buffer: Option<u64>,
+}
+
+fn run_once(client: &Client, target: &Target, count: u64) -> Result<Sample, String> {
+    let rec = Recorder::new(count, false);
+    let (rec, extra) = (client.run)(target, rec)?;
+    let w = rec
+        .window()
+        .ok_or_else(|| format!("incomplete: {} of {count} messages", rec.messages()))?;
+    let msgs = w.messages.max(1) as f64;
+    Ok(Sample {
+        msgs_per_s: msgs / w.wall.as_secs_f64().max(1e-9),
+        cpu_us_per_msg: w.cpu.as_secs_f64() * 1e6 / msgs,
+        messages: count,
+        bytes: w.bytes,
+        read_buffer: extra.read_buffer_bytes,
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn range(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        })
+}
+
+/// Throughput and CPU for one scenario; `progress` hears of each finished run.
+pub fn run_scenario(
+    options: &BenchOptions,
+    scenario: Scenario,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Row>, String> {
+    let count = (scenario.default_count() / options.count_divisor.max(1)).max(100);
+    let server = ChildServer::spawn(&ReplayConfig {
+        count: Some(count),
+        hold_open: true,
+        ..ReplayConfig::new(scenario)
+    })
+    .map_err(|e| format!("replay server: {e}"))?;
+    let target = Target::from_url(server.url());
+    let clients: Vec<&Client> = options
+        .selected()
+        .into_iter()
+        .filter(|c| if target.lines { c.lines } else { c.websocket })
+        .collect();
+    let mut samples: Vec<Vec<Sample>> = clients.iter().map(|_| Vec::new()).collect();
+    let mut failures: Vec<Vec<String>> = clients.iter().map(|_| Vec::new()).collect();
+    for round in 0..options.runs {
+        // Rotate the order each round: no client always runs first (or last).
+        for k in 0..clients.len() {
+            let i = (k + round) % clients.len();
+            match run_once(clients[i], &target, count as u64) {
+                Ok(s) => {
+                    progress(&format!(
+                        "{} round {}: {:<18} {:>12.0} msgs/s {:>8.3} us/msg",
+                        scenario.name(),
+                        round + 1,
+                        clients[i].name,
+                        s.msgs_per_s,
+                        s.cpu_us_per_msg
+                    ));
+                    samples[i].push(s);
+                }
+                Err(e) => {
+                    progress(&format!(
+                        "{} {}: failed: {e}",
+                        scenario.name(),
+                        clients[i].name
+                    ));
+                    failures[i].push(e);
+                }
+            }
+            // Let the server's side of the previous connection wind down.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Ok(clients
+        .iter()
+        .zip(samples)
+        .zip(failures)
+        .map(|((c, s), failures)| {
+            let cpu: Vec<f64> = s.iter().map(|x| x.cpu_us_per_msg).collect();
+            let mps: Vec<f64> = s.iter().map(|x| x.msgs_per_s).collect();
+            let mean_payload = s
+                .first()
+                .map_or(0.0, |x| x.bytes as f64 / x.messages.max(1) as f64);
+            Row {
+                scenario: scenario.name().to_owned(),
+                client: c.name,
+                peer: c.peer,
+                messages: count as u64,
+                mean_payload,
+                runs: s.len(),
+                msgs_per_s: median(mps.clone()),
+                cpu_us_per_msg: median(cpu.clone()),
+                cpu_range: range(&cpu),
+                msgs_per_s_range: range(&mps),
+                read_buffer_bytes: s.last().and_then(|x| x.read_buffer),
+                failures,
+            }
+        })
+        .collect())
+}
+
+/// One-way latency at each paced rate, every client once (0.2 KB aggTrade).
+pub fn run_latency(
+    options: &BenchOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<LatencyRow>, String> {
+    let mut rows = Vec::new();
+    for &rate in &options.latency_rates {
+        let count = u64::from(rate) * u64::from(options.latency_secs.max(1));
+        let server = ChildServer::spawn(&ReplayConfig {
+            count: Some(count as usize),
+            mode: Mode::Paced { per_sec: rate },
+            hold_open: true,
+            ..ReplayConfig::new(Scenario::SmallAggTrade)
+        })
+        .map_err(|e| format!("replay server: {e}"))?;
+        let target = Target::from_url(server.url());
+        for client in options.selected().into_iter().filter(|c| c.websocket) {
+            let rec = Recorder::new(count, true);
+            let row = match (client.run)(&target, rec) {
+                Ok((rec, _)) => {
+                    let h = rec.latency().expect("latency run");
+                    let cpu = rec.window().map_or(f64::NAN, |w| {
+                        w.cpu.as_secs_f64() * 1e6 / w.messages.max(1) as f64
+                    });
+                    LatencyRow {
+                        rate,
+                        client: client.name,
+                        p50_us: h.value_at_quantile(0.50),
+                        p99_us: h.value_at_quantile(0.99),
+                        p999_us: h.value_at_quantile(0.999),
+                        max_us: h.max(),
+                        cpu_us_per_msg: cpu,
+                        failure: None,
+                    }
+                }
+                Err(e) => LatencyRow {
+                    rate,
+                    client: client.name,
+                    p50_us: 0,
+                    p99_us: 0,
+                    p999_us: 0,
+                    max_us: 0,
+                    cpu_us_per_msg: f64::NAN,
+                    failure: Some(e),
+                },
+            };
+            progress(&format!(
+                "latency {rate}/s {:<18} p50 {} us p99 {} us p99.9 {} us",
+                row.client, row.p50_us, row.p99_us, row.p999_us
+            ));
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// The argument that makes [`crate::child_main`] run one memory measurement.
+pub(crate) const MEMORY_ARG: &str = "--feedwire-bench-memory";
+
+/// Peak RSS on `huge_ticker_arr`: each client in a fresh process (this executable again),
+/// so no client inherits another's heap.
+pub fn run_memory(
+    options: &BenchOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<MemoryRow>, String> {
+    let scenario = Scenario::HugeTickerArr;
+    let count = (scenario.default_count() / options.count_divisor.max(1)).max(100);
+    let server = ChildServer::spawn(&ReplayConfig {
+        count: Some(count),
+        hold_open: true,
+        ..ReplayConfig::new(scenario)
+    })
+    .map_err(|e| format!("replay server: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut rows = Vec::new();
+    for client in options.selected().into_iter().filter(|c| c.websocket) {
+        let out = std::process::Command::new(&exe)
+            .args([MEMORY_ARG, client.name, server.url(), &count.to_string()])
+            .output()
+            .map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |k: &str| {
+            text.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        match (field("baseline"), field("peak")) {
+            (Some(baseline_rss), Some(peak_rss)) => {
+                let row = MemoryRow {
+                    client: client.name,
+                    baseline_rss,
+                    peak_rss,
+                    read_buffer_bytes: field("read_buffer"),
+                };
+                progress(&format!(
+                    "memory {:<18} peak RSS {:.1} MiB (baseline {:.1} MiB)",
+                    row.client,
+                    row.peak_rss as f64 / 1048576.0,
+                    row.baseline_rss as f64 / 1048576.0
+                ));
+                rows.push(row);
+            }
+            _ => progress(&format!(
+                "memory {}: failed: {}",
+                client.name,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+        }
+    }
+    Ok(rows)
+}
+
+/// In the memory child: one run, then `baseline=… peak=… read_buffer=…` on stdout.
+#[allow(
+    clippy::print_stdout,
+    reason = "the child reports to its parent through stdout"
+)]
+pub(crate) fn memory_child(args: &[String]) -> Result<(), String> {
+    let [name, url, count] = args else {
+        return Err("expected CLIENT URL COUNT".to_owned());
+    };
+    let client = ALL
+        .iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| format!("unknown client {name}"))?;
+    let count: u64 = count.parse().map_err(|_| "bad count".to_owned())?;
+    let baseline = measure::rss_bytes();
+    let (_, extra) = (client.run)(&Target::from_url(url), Recorder::new(count, false))?;
+    let peak = measure::peak_rss_bytes();
+    print!("baseline={baseline} peak={peak}");
+    if let Some(rb) = extra.read_buffer_bytes {
+        print!(" read_buffer={rb}");
+    }
+    println!();
+    Ok(())
+}
+
+/// Everything the options ask for.
+pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Results, String> {
+    let mut results = Results::default();
+    for &scenario in &options.scenarios {
+        results
+            .rows
+            .extend(run_scenario(options, scenario, progress)?);
+    }
+    if !options.latency_rates.is_empty() {
+        results.latency = run_latency(options, progress)?;
+    }
+    if options.memory {
+        results.memory = run_memory(options, progress)?;
+    }
+    Ok(results)
+}

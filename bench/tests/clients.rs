@@ -1,0 +1,61 @@
+//! Every benchmark client receives exactly what the replay server sends, WebSocket and lines,
+//! throughput and latency runs (the server in-process here).
+
+use feedwire_bench::{Recorder, Target, CLIENTS};
+use feedwire_replay::{Mode, ReplayConfig, ReplayServer, Scenario};
+
+fn server(scenario: Scenario, count: usize, mode: Mode) -> ReplayServer {
+    ReplayServer::start(ReplayConfig {
+        count: Some(count),
+        mode,
+        hold_open: true,
+        ..ReplayConfig::new(scenario)
+    })
+    .expect("replay server")
+}
+
+#[test]
+fn every_client_counts_every_websocket_message() {
+    let srv = server(Scenario::MultiplexMix, 3000, Mode::Firehose);
+    let expected: u64 = srv.payloads().iter().cycle().take(3000).map(|p| p.len() as u64).sum();
+    let target = Target::from_url(&srv.url());
+    for client in CLIENTS.iter().filter(|c| c.websocket) {
+        let (rec, extra) = (client.run)(&target, Recorder::new(3000, false))
+            .unwrap_or_else(|e| panic!("{}: {e}", client.name));
+        let w = rec.window().unwrap_or_else(|| panic!("{}: incomplete", client.name));
+        assert_eq!(w.messages, 2999, "{}", client.name);
+        assert_eq!(w.bytes, expected, "{}: payload bytes", client.name);
+        assert_eq!(
+            extra.read_buffer_bytes.is_some(),
+            client.name.starts_with("feedwire"),
+            "{}",
+            client.name
+        );
+    }
+}
+
+#[test]
+fn line_clients_count_every_line() {
+    let srv = server(Scenario::BetfairMcm, 2000, Mode::Firehose);
+    let expected: u64 = srv.payloads().iter().cycle().take(2000).map(|p| p.len() as u64).sum();
+    let target = Target::from_url(&srv.url());
+    assert!(target.lines);
+    for client in CLIENTS.iter().filter(|c| c.lines) {
+        let (rec, _) = (client.run)(&target, Recorder::new(2000, false))
+            .unwrap_or_else(|e| panic!("{}: {e}", client.name));
+        let w = rec.window().unwrap_or_else(|| panic!("{}: incomplete", client.name));
+        assert_eq!(w.bytes, expected, "{}: payload bytes", client.name);
+    }
+}
+
+#[test]
+fn latency_runs_read_the_send_stamps() {
+    let srv = server(Scenario::SmallAggTrade, 300, Mode::Paced { per_sec: 3000 });
+    let target = Target::from_url(&srv.url());
+    for client in CLIENTS.iter().filter(|c| c.websocket) {
+        let (rec, _) = (client.run)(&target, Recorder::new(300, true))
+            .unwrap_or_else(|e| panic!("{}: {e}", client.name));
+        let h = rec.latency().expect("histogram");
+        assert_eq!(h.len(), 300, "{}: every message stamped", client.name);
+    }
+}
