@@ -17,12 +17,20 @@ fn server(scenario: Scenario, count: usize, mode: Mode) -> ReplayServer {
 #[test]
 fn every_client_counts_every_websocket_message() {
     let srv = server(Scenario::MultiplexMix, 3000, Mode::Firehose);
-    let expected: u64 = srv.payloads().iter().cycle().take(3000).map(|p| p.len() as u64).sum();
+    let expected: u64 = srv
+        .payloads()
+        .iter()
+        .cycle()
+        .take(3000)
+        .map(|p| p.len() as u64)
+        .sum();
     let target = Target::from_url(&srv.url());
     for client in CLIENTS.iter().filter(|c| c.websocket) {
         let (rec, extra) = (client.run)(&target, Recorder::new(3000, false))
             .unwrap_or_else(|e| panic!("{}: {e}", client.name));
-        let w = rec.window().unwrap_or_else(|| panic!("{}: incomplete", client.name));
+        let w = rec
+            .window()
+            .unwrap_or_else(|| panic!("{}: incomplete", client.name));
         assert_eq!(w.messages, 2999, "{}", client.name);
         assert_eq!(w.bytes, expected, "{}: payload bytes", client.name);
         assert_eq!(
@@ -37,13 +45,21 @@ fn every_client_counts_every_websocket_message() {
 #[test]
 fn line_clients_count_every_line() {
     let srv = server(Scenario::BetfairMcm, 2000, Mode::Firehose);
-    let expected: u64 = srv.payloads().iter().cycle().take(2000).map(|p| p.len() as u64).sum();
+    let expected: u64 = srv
+        .payloads()
+        .iter()
+        .cycle()
+        .take(2000)
+        .map(|p| p.len() as u64)
+        .sum();
     let target = Target::from_url(&srv.url());
     assert!(target.lines);
     for client in CLIENTS.iter().filter(|c| c.lines) {
         let (rec, _) = (client.run)(&target, Recorder::new(2000, false))
             .unwrap_or_else(|e| panic!("{}: {e}", client.name));
-        let w = rec.window().unwrap_or_else(|| panic!("{}: incomplete", client.name));
+        let w = rec
+            .window()
+            .unwrap_or_else(|| panic!("{}: incomplete", client.name));
         assert_eq!(w.bytes, expected, "{}: payload bytes", client.name);
     }
 }

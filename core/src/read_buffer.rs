@@ -23,6 +23,9 @@ use bytes::{Bytes, BytesMut};
 /// Bytes offered by the first read of a fresh (or released) buffer.
 pub(crate) const INITIAL_READ_SIZE: usize = 1024;
 
+/// Blocks kept for reuse after the reader moved on from them.
+const RETIRED_BLOCKS: usize = 2;
+
 #[derive(Debug)]
 pub(crate) struct ReadBuffer {
     /// INVARIANT: `filled <= buf.len() <= buf.capacity()`. `buf[..filled]` is unconsumed input;
@@ -35,6 +38,9 @@ pub(crate) struct ReadBuffer {
     read_size: usize,
     /// Length of the slice the last `read_buf` handed out.
     offered: usize,
+    /// Blocks left behind, oldest first, kept for reuse once their messages are dropped
+    /// (at most [`RETIRED_BLOCKS`]).
+    retired: Vec<BytesMut>,
     /// Total bytes of the frame that starts at offset 0, when its header has been parsed and
     /// it is still incomplete (exact); or the size to grow to for a message of unknown length
     /// (not exact); 0 when nothing is pending.
@@ -54,6 +60,7 @@ impl ReadBuffer {
             max_read_size,
             read_size: INITIAL_READ_SIZE.min(max_read_size),
             offered: 0,
+            retired: Vec::new(),
             frame_hint: 0,
             hint_is_exact: true,
         }
@@ -81,7 +88,14 @@ impl ReadBuffer {
         let known_frame_outgrows_block =
             self.hint_is_exact && self.frame_hint > self.buf.capacity();
         if spare < want || known_frame_outgrows_block {
-            self.move_to_fresh_block(self.block_size().max(self.frame_hint));
+            // Room for the unconsumed bytes and one read, at least a block.
+            let size = self
+                .block_size()
+                .max(self.frame_hint)
+                .max(self.filled + want);
+            if !self.reclaim(size) {
+                self.move_to_fresh_block(size);
+            }
         }
         let end = (self.filled + cap).min(self.buf.capacity());
         if self.buf.len() < end {
@@ -160,11 +174,10 @@ impl ReadBuffer {
         }
         self.read_size = INITIAL_READ_SIZE.min(self.max_read_size);
         self.frame_hint = 0;
-        if self.buf.capacity() > 0 {
-            self.buf = BytesMut::new();
-            return true;
-        }
-        false
+        let held = self.buf.capacity() > 0 || !self.retired.is_empty();
+        self.buf = BytesMut::new();
+        self.retired = Vec::new();
+        held
     }
 
     /// Bytes currently allocated to the block this buffer writes into.
@@ -172,10 +185,49 @@ impl ReadBuffer {
         self.buf.capacity()
     }
 
+    /// Bytes held for reuse in retired blocks (at most two blocks).
+    pub(crate) fn retained(&self) -> usize {
+        self.retired.iter().map(BytesMut::capacity).sum()
+    }
+
+    /// Reuses the current block when every message cut from it has been dropped (the usual
+    /// case with a consumer that keeps up): the partial frame moves to its front, and no
+    /// memory is allocated or faulted in. A block more than twice `size` (left by a large
+    /// frame) is not kept.
+    fn reclaim(&mut self, size: usize) -> bool {
+        if self.buf.capacity() == 0 {
+            return false;
+        }
+        // Zeroed-but-unfilled bytes would be moved along for nothing.
+        self.buf.truncate(self.filled);
+        if !self.buf.try_reclaim(size - self.filled) {
+            return false;
+        }
+        self.buf.capacity() <= 2 * size
+    }
+
+    /// Moves the unconsumed bytes to another block: a retired one whose messages have all
+    /// been dropped if there is one (already faulted in: no page faults, no allocation),
+    /// else a new allocation. The block left behind is retired, so that a consumer a few
+    /// blocks behind the reader (a queue between them) still lets blocks be reused.
     fn move_to_fresh_block(&mut self, size: usize) {
-        let mut fresh = BytesMut::with_capacity(size.max(self.filled + 1));
+        let size = size.max(self.filled + 1);
+        let reusable = self.retired.iter_mut().position(|b| {
+            b.clear();
+            b.try_reclaim(size) && b.capacity() <= 2 * size
+        });
+        let mut fresh = match reusable {
+            Some(i) => self.retired.swap_remove(i),
+            None => BytesMut::with_capacity(size),
+        };
         fresh.extend_from_slice(&self.buf[..self.filled]);
-        self.buf = fresh;
+        let old = std::mem::replace(&mut self.buf, fresh);
+        if old.capacity() > 0 || !old.is_empty() {
+            if self.retired.len() == RETIRED_BLOCKS {
+                self.retired.remove(0);
+            }
+            self.retired.push(old);
+        }
     }
 }
 
@@ -271,6 +323,30 @@ mod tests {
         assert!(quiet.capacity() <= 2 * INITIAL_READ_SIZE);
         rb.release_if_empty();
         assert_eq!(rb.read_buf().len(), INITIAL_READ_SIZE);
+    }
+
+    #[test]
+    fn a_block_is_reused_once_its_messages_are_dropped() {
+        let mut rb = ReadBuffer::new(1024);
+        rb.extend(&[b'a'; 1500]);
+        let first = rb.read_buf().as_ptr() as usize - rb.filled().len();
+        // Keep the partial tail, drop every delivered message.
+        drop(rb.consume(1400));
+        rb.extend(&[b'b'; 3000]);
+        let base = rb.filled().as_ptr() as usize;
+        assert!(
+            (first..first + 4096).contains(&base),
+            "the same block again, not a fresh one"
+        );
+        assert_eq!(
+            &rb.filled()[..100],
+            &[b'a'; 100][..],
+            "the tail moved to the front"
+        );
+        // A message still held keeps its block: the buffer moves to a fresh one.
+        let held = rb.consume(3000);
+        rb.extend(&[b'c'; 5000]);
+        assert!(held.iter().all(|&b| b == b'a' || b == b'b'));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The task that drives one stream: wait for a command, readability, writability, a finished
 //! connect, room in the event queue, or the core's next deadline — whichever comes first.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
@@ -33,8 +33,11 @@ enum Wake {
 pub(crate) struct Driver {
     stream: Stream,
     commands: mpsc::UnboundedReceiver<Command>,
-    events: mpsc::Sender<StreamEvent>,
-    pending: VecDeque<StreamEvent>,
+    /// Batches of events to the application: one channel operation per read batch, not per
+    /// message.
+    events: mpsc::Sender<Vec<StreamEvent>>,
+    /// The batch being filled; handed over whole when the channel has room.
+    pending: Vec<StreamEvent>,
     capacity: usize,
     conn: Option<Conn>,
     connecting: Option<JoinHandle<Result<Conn, OpenError>>>,
@@ -48,7 +51,9 @@ impl Driver {
     pub(crate) fn new(stream: Stream, options: TokioOptions) -> (StreamHandle, Events, Self) {
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let capacity = options.event_capacity.max(1);
-        let (ev_tx, ev_rx) = mpsc::channel(capacity);
+        // One batch waiting in the channel while the next fills: reading pauses when both are
+        // full, so at most about three batches of `capacity` events exist at once.
+        let (ev_tx, ev_rx) = mpsc::channel(1);
         let handle = StreamHandle {
             commands: cmd_tx,
             stats: stream.stats_handle(),
@@ -57,7 +62,7 @@ impl Driver {
             stream,
             commands: cmd_rx,
             events: ev_tx,
-            pending: VecDeque::new(),
+            pending: Vec::new(),
             capacity,
             conn: None,
             connecting: None,
@@ -65,7 +70,14 @@ impl Driver {
             options,
             waiting: HashMap::new(),
         };
-        (handle, Events { rx: ev_rx }, driver)
+        (
+            handle,
+            Events {
+                rx: ev_rx,
+                batch: Vec::new().into_iter(),
+            },
+            driver,
+        )
     }
 
     pub(crate) async fn run(mut self) {
@@ -120,7 +132,9 @@ impl Driver {
     async fn wait(&mut self) -> Wake {
         let deadline = self.stream.poll_timeout();
         let connected = self.conn.is_some() && self.stream.is_connected();
-        let want_read = connected && self.pending.len() < self.capacity;
+        // A batch still waiting for room means the application is behind: read nothing more
+        // until it catches up (bounded memory, and the read buffer's blocks come back).
+        let want_read = connected && self.pending.is_empty();
         let want_write = self.conn.as_ref().is_some_and(|c| !c.out.is_empty());
         let conn = self.conn.as_ref();
         let connecting = &mut self.connecting;
@@ -262,7 +276,7 @@ impl Driver {
                             is_error,
                         }));
                     }
-                    None => self.pending.push_back(StreamEvent::Response {
+                    None => self.pending.push(StreamEvent::Response {
                         id,
                         kind,
                         payload,
@@ -273,11 +287,9 @@ impl Driver {
                     Some(reply) => {
                         let _ = reply.send(Err(CommandError::TimedOut));
                     }
-                    None => self
-                        .pending
-                        .push_back(StreamEvent::RequestTimedOut { id, kind }),
+                    None => self.pending.push(StreamEvent::RequestTimedOut { id, kind }),
                 },
-                other => self.pending.push_back(other),
+                other => self.pending.push(other),
             }
         }
         if self.stream.state().is_terminal() {
@@ -287,19 +299,15 @@ impl Driver {
     }
 
     fn forward_events(&mut self) {
-        while let Some(e) = self.pending.pop_front() {
-            match self.events.try_send(e) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(e)) => {
-                    self.pending.push_front(e);
-                    return;
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    self.pending.clear();
-                    if !self.stream.state().is_terminal() {
-                        self.stream.stop(Instant::now());
-                    }
-                    return;
+        if self.pending.is_empty() {
+            return;
+        }
+        match self.events.try_send(std::mem::take(&mut self.pending)) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(batch)) => self.pending = batch,
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                if !self.stream.state().is_terminal() {
+                    self.stream.stop(Instant::now());
                 }
             }
         }
@@ -356,6 +364,13 @@ impl Driver {
                 }
             }
             self.collect_events();
+            // Hand each read's events over at once: the application works on bytes that are
+            // still in cache, and the read buffer's blocks come back for reuse. If it has not
+            // taken the previous batch yet, stop reading until it does.
+            self.forward_events();
+            if !self.pending.is_empty() {
+                return;
+            }
         }
     }
 

@@ -17,8 +17,9 @@ pub struct TokioOptions {
     /// TLS configuration for `wss://` and `tls://` (default: Mozilla roots via webpki-roots).
     /// Verification is always on; pass a config with your own roots for private CAs.
     pub tls: Option<Arc<ClientConfig>>,
-    /// Events buffered for the application (default 4096). When full, the adapter stops
-    /// reading the socket until there is room: memory stays bounded, nothing is dropped.
+    /// Events per batch handed to the application (default 4096). When a batch is full and
+    /// the previous one has not been taken, the adapter stops reading the socket until there
+    /// is room: at most about three batches exist at once, nothing is dropped.
     pub event_capacity: usize,
     /// `SO_RCVBUF` in bytes, if set.
     pub recv_buffer: Option<u32>,
@@ -174,16 +175,24 @@ impl StreamHandle {
     }
 }
 
-/// The stream's events, in order. Ends after `Closed` or `Crashed`.
+/// The stream's events, in order. Ends after `Closed` or `Crashed`. They arrive from the
+/// stream's task in batches (one per read), so a message costs no channel operation of its
+/// own.
 #[derive(Debug)]
 pub struct Events {
-    pub(crate) rx: mpsc::Receiver<StreamEvent>,
+    pub(crate) rx: mpsc::Receiver<Vec<StreamEvent>>,
+    pub(crate) batch: std::vec::IntoIter<StreamEvent>,
 }
 
 impl Events {
     /// The next event; `None` once the stream has ended and every event was taken.
     pub async fn next(&mut self) -> Option<StreamEvent> {
-        self.rx.recv().await
+        loop {
+            if let Some(e) = self.batch.next() {
+                return Some(e);
+            }
+            self.batch = self.rx.recv().await?.into_iter();
+        }
     }
 }
 
@@ -191,6 +200,15 @@ impl futures_core::Stream for Events {
     type Item = StreamEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<StreamEvent>> {
-        self.rx.poll_recv(cx)
+        loop {
+            if let Some(e) = self.batch.next() {
+                return Poll::Ready(Some(e));
+            }
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(batch)) => self.batch = batch.into_iter(),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::head_scan::{TopLevelPairs, Value};
+use super::head_scan::{first_key_among, value_is, TopLevelPairs, Value};
 use super::rules::{Condition, RouteRules};
 
 /// A response's id as found in its head.
@@ -60,6 +60,23 @@ pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
 pub struct Classifier {
     rules: RouteRules,
     needles: Vec<memchr::memmem::Finder<'static>>,
+    first_keys: Vec<FirstKey>,
+}
+
+/// One of `data_first_keys`, compiled: the key with its closing quote, and the tokens its
+/// value is compared with.
+#[derive(Debug, Clone)]
+struct FirstKey {
+    /// `stream"`: compared right after the object's `{"`.
+    quoted: Vec<u8>,
+    /// `Equals` tokens of heartbeat conditions on this key.
+    heartbeat: Vec<Vec<u8>>,
+    /// `Equals` tokens of shutdown conditions on this key.
+    shutdown: Vec<Vec<u8>>,
+    /// `HasKey` conditions: (heartbeat, shutdown) hold whenever this key comes first.
+    present: (bool, bool),
+    /// A `NotEquals` on this key needs the whole value: the general path decides.
+    needs_scan: bool,
 }
 
 impl Classifier {
@@ -90,7 +107,40 @@ impl Classifier {
             .iter()
             .map(|n| memchr::memmem::Finder::new(n.as_bytes()).into_owned())
             .collect();
-        Self { rules, needles }
+        let first_keys = rules
+            .data_first_keys
+            .iter()
+            .map(|key| {
+                let on = |list: &[Condition]| -> (Vec<Vec<u8>>, bool, bool) {
+                    let mut tokens = Vec::new();
+                    let (mut present, mut needs_scan) = (false, false);
+                    for c in list.iter().filter(|c| c.key() == key) {
+                        match c {
+                            Condition::HasKey(_) => present = true,
+                            Condition::Equals { token, .. } => {
+                                tokens.push(token.clone().into_bytes())
+                            }
+                            Condition::NotEquals { .. } => needs_scan = true,
+                        }
+                    }
+                    (tokens, present, needs_scan)
+                };
+                let (heartbeat, hb_present, hb_scan) = on(&rules.heartbeat);
+                let (shutdown, sd_present, sd_scan) = on(&rules.shutdown);
+                FirstKey {
+                    quoted: format!("{key}\"").into_bytes(),
+                    heartbeat,
+                    shutdown,
+                    present: (hb_present, sd_present),
+                    needs_scan: hb_scan || sd_scan,
+                }
+            })
+            .collect();
+        Self {
+            rules,
+            needles,
+            first_keys,
+        }
     }
 
     /// The rules it was compiled from.
@@ -101,6 +151,11 @@ impl Classifier {
     /// Classifies `payload` by its first `scan_len` bytes.
     pub fn classify(&self, payload: &Bytes) -> Class {
         let head = &payload[..payload.len().min(self.rules.scan_len)];
+        if !self.rules.data_first_keys.is_empty() {
+            if let Some(class) = self.by_first_key(head) {
+                return class;
+            }
+        }
         let prefiltered = !self.needles.is_empty();
         if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
             return Class::Data {
@@ -113,13 +168,43 @@ impl Classifier {
     }
 }
 
+impl Classifier {
+    /// Data when the first key is one of `data_first_keys`, judged on that key alone.
+    fn by_first_key(&self, head: &[u8]) -> Option<Class> {
+        let (which, at) = first_key_among(head, self.first_keys.iter().map(|k| &k.quoted[..]))?;
+        let key = &self.first_keys[which];
+        if key.needs_scan {
+            return None;
+        }
+        let any = |tokens: &[Vec<u8>]| tokens.iter().any(|t| value_is(head, at, t));
+        Some(Class::Data {
+            heartbeat: key.present.0 || any(&key.heartbeat),
+            shutdown: key.present.1 || any(&key.shutdown),
+            extracted: Extracted::default(),
+        })
+    }
+}
+
+/// Whether `c` holds, given the value of its key (`None`: the key is absent).
+fn holds(c: &Condition, value: Option<Value>, head: &[u8]) -> bool {
+    match c {
+        Condition::HasKey(_) => value.is_some(),
+        Condition::Equals { token, .. } => {
+            value.and_then(|v| v.raw(head).map(|r| r == token.as_bytes())) == Some(true)
+        }
+        Condition::NotEquals { token, .. } => {
+            value.and_then(|v| v.raw(head).map(|r| r != token.as_bytes())) == Some(true)
+        }
+    }
+}
+
 /// The structural scan of a head that may hold a rule's key.
 fn scan(payload: &Bytes, head: &[u8], rules: &RouteRules) -> Class {
     // The first occurrence of each key the rules mention; rules hold a handful of keys, so
     // a linear list beats hashing.
     let mut seen: [Option<(&str, Value)>; 8] = Default::default();
     let mut n = 0;
-    for (key, value) in TopLevelPairs::new(head) {
+    for (key, value) in TopLevelPairs::with_stop(head, rules.stop_at_composite) {
         let key = &head[key];
         let wanted = rules
             .response
@@ -145,15 +230,7 @@ fn scan(payload: &Bytes, head: &[u8], rules: &RouteRules) -> Class {
             .find(|(k, _)| *k == key)
             .map(|(_, v)| v.clone())
     };
-    let holds = |c: &Condition| match c {
-        Condition::HasKey(k) => lookup(k).is_some(),
-        Condition::Equals { key, token } => {
-            lookup(key).and_then(|v| v.raw(head).map(|r| r == token.as_bytes())) == Some(true)
-        }
-        Condition::NotEquals { key, token } => {
-            lookup(key).and_then(|v| v.raw(head).map(|r| r != token.as_bytes())) == Some(true)
-        }
-    };
+    let holds = |c: &Condition| holds(c, lookup(c.key()), head);
     if rules.response.iter().any(holds) {
         let id = lookup(&rules.id_key).and_then(|v| response_id(payload, &v));
         Class::Response {

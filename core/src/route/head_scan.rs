@@ -31,17 +31,95 @@ impl Value {
     }
 }
 
+fn skip_ws_from(head: &[u8], mut pos: usize) -> usize {
+    while matches!(head.get(pos), Some(b' ' | b'\t' | b'\r' | b'\n')) {
+        pos += 1;
+    }
+    pos
+}
+
+/// When the object's first key is exactly one of `quoted_keys` (each given with its closing
+/// quote: `stream"`): its index and the offset of its value in `head`. Compares the
+/// candidates in place (no scan for the key's end): a few comparisons however long the
+/// message.
+pub(crate) fn first_key_among<'k>(
+    head: &[u8],
+    quoted_keys: impl Iterator<Item = &'k [u8]>,
+) -> Option<(usize, usize)> {
+    // The common shape first: `{"` with no whitespace.
+    let mut pos = if head.starts_with(b"{\"") {
+        1
+    } else {
+        let p = skip_ws_from(head, 0);
+        if head.get(p) != Some(&b'{') {
+            return None;
+        }
+        let p = skip_ws_from(head, p + 1);
+        if head.get(p) != Some(&b'"') {
+            return None;
+        }
+        p
+    };
+    let rest = &head[pos + 1..];
+    let (which, len) = quoted_keys
+        .enumerate()
+        .find(|(_, k)| rest.get(..k.len()) == Some(k))
+        .map(|(i, k)| (i, k.len()))?;
+    pos += 1 + len;
+    if head.get(pos) != Some(&b':') {
+        pos = skip_ws_from(head, pos);
+        if head.get(pos) != Some(&b':') {
+            return None;
+        }
+    }
+    pos += 1;
+    if !matches!(head.get(pos), Some(b' ' | b'\t' | b'\r' | b'\n')) {
+        return Some((which, pos));
+    }
+    Some((which, skip_ws_from(head, pos)))
+}
+
+/// Whether the value at `pos` is exactly the JSON token `token` (a scalar: a string with its
+/// quotes, a number, `true`, `false`, `null`), decided without scanning the value.
+pub(crate) fn value_is(head: &[u8], pos: usize, token: &[u8]) -> bool {
+    let Some(rest) = head.get(pos..) else {
+        return false;
+    };
+    if !rest.starts_with(token) {
+        return false;
+    }
+    // A string token ends at its closing quote; any other must not run on (`200` vs `2001`).
+    token.first() == Some(&b'"')
+        || matches!(
+            rest.get(token.len()),
+            Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n')
+        )
+}
+
 /// Iterator over the top-level pairs in `head`.
 #[derive(Debug)]
 pub(crate) struct TopLevelPairs<'a> {
     head: &'a [u8],
     /// INVARIANT: `pos <= head.len()`; `usize::MAX` once iteration stopped.
     pos: usize,
+    /// Yield the first object or array value as `Composite` without skipping it, then stop.
+    stop_at_composite: bool,
 }
 
 impl<'a> TopLevelPairs<'a> {
+    #[cfg(test)]
     pub(crate) fn new(head: &'a [u8]) -> Self {
-        let mut s = Self { head, pos: 0 };
+        Self::with_stop(head, false)
+    }
+
+    /// With `stop_at_composite`, iteration ends at the first object or array value (which is
+    /// yielded, unskipped).
+    pub(crate) fn with_stop(head: &'a [u8], stop_at_composite: bool) -> Self {
+        let mut s = Self {
+            head,
+            pos: 0,
+            stop_at_composite,
+        };
         s.skip_ws();
         if s.head.get(s.pos) == Some(&b'{') {
             s.pos += 1;
@@ -175,6 +253,10 @@ impl Iterator for TopLevelPairs<'_> {
         }
         self.pos += 1;
         self.skip_ws();
+        if self.stop_at_composite && matches!(self.peek(), Some(b'{' | b'[')) {
+            self.pos = usize::MAX;
+            return Some((key, Value::Composite));
+        }
         let value = self.value();
         if matches!(value, Value::Truncated) {
             // Report the key (it is complete), then stop.
@@ -240,6 +322,45 @@ mod tests {
         assert_eq!(pairs(br#"{"resu"#), kv(&[]));
         assert_eq!(pairs(br#"{"result""#), kv(&[("result", "<truncated>")]));
         assert_eq!(pairs(br#"{"id":"abc"#), kv(&[("id", "<truncated>")]));
+    }
+
+    #[test]
+    fn first_key_in_place() {
+        let keys: [&[u8]; 2] = [b"stream\"", b"e\""];
+        let keys = || keys.iter().copied();
+        let head = br#"{"stream":"!serverShutdown","data":{}}"#;
+        let (which, at) = first_key_among(head, keys()).unwrap();
+        assert_eq!(which, 0);
+        assert!(value_is(head, at, br#""!serverShutdown""#));
+        assert!(!value_is(head, at, br#""!server""#));
+        assert_eq!(first_key_among(b" {\n\"e\" : 1}", keys()), Some((1, 9)));
+        assert!(value_is(b" {\n\"e\" : 1}", 9, b"1"));
+        assert!(!value_is(b"{\"e\":12}", 5, b"1"));
+        for miss in [
+            &br#"{"streams":1}"#[..],
+            br#"{"str\"eam":1}"#,
+            br#"{"result":null,"stream":1}"#,
+            br#"["stream"]"#,
+            br#"{"stream""#,
+            b"",
+        ] {
+            assert_eq!(
+                first_key_among(miss, keys()),
+                None,
+                "{}",
+                String::from_utf8_lossy(miss)
+            );
+        }
+    }
+
+    #[test]
+    fn stopping_at_the_first_composite() {
+        let head = br#"{"op":"mcm","clk":"AA","mc":[{"id":"1.2","rc":[]}],"ct":"HEARTBEAT"}"#;
+        let got: Vec<_> = TopLevelPairs::with_stop(head, true)
+            .map(|(k, v)| (String::from_utf8_lossy(&head[k]).into_owned(), v))
+            .collect();
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got[2], ("mc".to_owned(), Value::Composite));
     }
 
     #[test]

@@ -75,6 +75,17 @@ pub struct RouteRules {
     /// Betfair message type and stream position (`op`, `initialClk`, `clk`) so that a
     /// resubscription resumes without a gap.
     pub extract_keys: Vec<String>,
+    /// A message whose **first** top-level key is one of these is data (no response starts
+    /// with them): only the conditions on that first key are evaluated and the rest of the
+    /// head is not looked at. Binance data starts with `stream` (combined streams) or `e`,
+    /// responses with `result`/`error`/`id`, so most messages are classified from their
+    /// first few bytes.
+    pub data_first_keys: Vec<String>,
+    /// Stop the scan at the first object or array value: keys after it are not seen. For
+    /// protocols that put every key the rules use before their one bulky value (Betfair
+    /// puts `op`, `clk`, `ct`, `statusCode` before `mc`/`oc`), this keeps the cost of a
+    /// message independent of its nested content.
+    pub stop_at_composite: bool,
 }
 
 impl RouteRules {
@@ -92,6 +103,8 @@ impl RouteRules {
             ],
             id_key: "id".to_owned(),
             extract_keys: Vec::new(),
+            data_first_keys: vec!["stream".to_owned(), "e".to_owned()],
+            stop_at_composite: false,
         }
     }
 
@@ -113,6 +126,8 @@ impl RouteRules {
             shutdown: vec![Condition::equals_str("e", "serverShutdown")],
             id_key: "id".to_owned(),
             extract_keys: Vec::new(),
+            data_first_keys: Vec::new(),
+            stop_at_composite: false,
         }
     }
 
@@ -131,6 +146,8 @@ impl RouteRules {
             shutdown: Vec::new(),
             id_key: "id".to_owned(),
             extract_keys: vec!["op".to_owned(), "initialClk".to_owned(), "clk".to_owned()],
+            data_first_keys: Vec::new(),
+            stop_at_composite: true,
         }
     }
 }

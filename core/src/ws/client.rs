@@ -192,9 +192,10 @@ impl WebSocketClient {
         self.tx.queued_bytes()
     }
 
-    /// Bytes currently allocated to the read buffer's block.
+    /// Bytes allocated to the read buffer: the block it writes into, plus up to two earlier
+    /// blocks kept for reuse once the application has dropped their messages.
     pub fn read_buffer_capacity(&self) -> usize {
-        self.rb.capacity()
+        self.rb.capacity() + self.rb.retained()
     }
 
     /// Frees the read buffer's block if no partial frame is buffered; returns whether it did.
