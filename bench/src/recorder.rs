@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use feedwire_replay::measure;
+use feedwire_replay::{measure, sent_at_us};
 use hdrhistogram::Histogram;
 
 /// Per-run counters and, for paced runs, the latency histogram.
@@ -61,7 +61,7 @@ impl Recorder {
         self.messages += 1;
         self.bytes += len as u64;
         if let Some(h) = &mut self.latency {
-            if let Some(sent) = stamp_us(head) {
+            if let Some(sent) = sent_at_us(head) {
                 let now = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_micros() as u64);
@@ -104,34 +104,9 @@ impl Recorder {
     }
 }
 
-/// The send time stamped by the paced replay server: payloads start `{"ts_us":<µs>,`.
-fn stamp_us(head: &[u8]) -> Option<u64> {
-    let digits = head.strip_prefix(b"{\"ts_us\":")?;
-    let mut value = 0u64;
-    let mut any = false;
-    for &b in digits.iter().take(20) {
-        if !b.is_ascii_digit() {
-            break;
-        }
-        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
-        any = true;
-    }
-    any.then_some(value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_the_replay_stamp() {
-        assert_eq!(
-            stamp_us(b"{\"ts_us\":1700000000123456,\"e\":1}"),
-            Some(1_700_000_000_123_456)
-        );
-        assert_eq!(stamp_us(b"{\"stream\":\"x\"}"), None);
-        assert_eq!(stamp_us(b"{\"ts_us\":"), None);
-    }
 
     #[test]
     fn window_opens_at_the_first_message() {

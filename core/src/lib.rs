@@ -55,8 +55,8 @@ pub use stream::{
     TransportCommand,
 };
 pub use tls::{
-    default_tls_config, tls_config_with_roots, HandshakeOnly, PlaintextSink, StreamInput, TlsError,
-    TlsFailure, TlsSession,
+    default_tls_config, mozilla_roots, tls_config_with_roots, HandshakeOnly, PlaintextSink,
+    StreamInput, TlsError, TlsFailure, TlsSession,
 };
 pub use write_queue::WriteQueue;
 pub use ws::{

@@ -24,7 +24,7 @@ pub enum TlsError {
     #[error("invalid TLS server name {0:?}")]
     InvalidServerName(String),
     /// rustls refused the connection: certificate verification, handshake failure, alert.
-    #[error("TLS: {0}")]
+    #[error("{0}")]
     Rustls(#[from] rustls::Error),
     /// The peer closed TCP without a TLS close_notify (truncation is possible).
     #[error("TLS connection closed without close_notify")]
@@ -99,9 +99,12 @@ pub struct TlsSession {
 /// A client configuration trusting the Mozilla root store (webpki-roots), TLS 1.2 and 1.3,
 /// ring crypto.
 pub fn default_tls_config() -> Arc<ClientConfig> {
-    tls_config_with_roots(RootCertStore::from_iter(
-        webpki_roots::TLS_SERVER_ROOTS.iter().cloned(),
-    ))
+    tls_config_with_roots(mozilla_roots())
+}
+
+/// The Mozilla root store (webpki-roots), to extend with a private CA.
+pub fn mozilla_roots() -> RootCertStore {
+    RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned())
 }
 
 /// A client configuration trusting exactly `roots` (private or test CAs).

@@ -609,8 +609,39 @@ impl Writer {
     }
 }
 
+/// The send time a paced server stamped on a message (µs since the Unix epoch): payloads
+/// start `{"ts_us":<digits>,`. Reads at most the first 29 bytes.
+pub fn sent_at_us(payload: &[u8]) -> Option<u64> {
+    let digits = payload.strip_prefix(b"{\"ts_us\":")?;
+    let mut value = 0u64;
+    let mut any = false;
+    for &b in digits.iter().take(20) {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+        any = true;
+    }
+    any.then_some(value)
+}
+
 fn now_us() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sent_at_us;
+
+    #[test]
+    fn reads_the_send_stamp() {
+        assert_eq!(
+            sent_at_us(b"{\"ts_us\":1700000000123456,\"e\":1}"),
+            Some(1_700_000_000_123_456)
+        );
+        assert_eq!(sent_at_us(b"{\"stream\":\"x\"}"), None);
+        assert_eq!(sent_at_us(b"{\"ts_us\":"), None);
+    }
 }

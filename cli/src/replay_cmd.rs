@@ -1,0 +1,87 @@
+//! `feedwire replay-server`: the replay server on its own, for testing one's own clients.
+
+use clap::Args;
+use feedwire_replay::{Mode, ReplayConfig, ReplayServer, Scenario};
+
+use crate::Failure;
+
+/// Serves deterministic Binance (WebSocket) or Betfair (CRLF lines) data on 127.0.0.1 until
+/// Ctrl-C.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  feedwire replay-server --port 9001
+  feedwire replay-server --port 9002 --lines --tls
+  feedwire replay-server --scenario huge_ticker_arr --rate 10
+
+Scenarios: small_aggtrade, medium_kline, large_depth20, xlarge_depth_diff, huge_ticker_arr,
+multiplex_mix, betfair_mcm (--lines).")]
+pub(crate) struct ReplayArgs {
+    /// Port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Payload scenario (default small_aggtrade, or betfair_mcm with --lines).
+    #[arg(long)]
+    scenario: Option<String>,
+    /// Serve Betfair-style CRLF lines instead of WebSocket.
+    #[arg(long)]
+    lines: bool,
+    /// Serve TLS with a CA made at start-up; its certificate is written to feedwire-replay-ca.pem.
+    #[arg(long)]
+    tls: bool,
+    /// Messages per second per connection (paced, with send stamps); default: firehose.
+    #[arg(long)]
+    rate: Option<u32>,
+    /// Messages per connection (default: the scenario's count).
+    #[arg(long)]
+    count: Option<usize>,
+}
+
+pub(crate) fn scenario(name: Option<&str>, lines: bool) -> Result<Scenario, Failure> {
+    let scenario = match name {
+        Some(n) => {
+            Scenario::from_name(n).ok_or_else(|| Failure::usage(format!("unknown scenario {n}")))?
+        }
+        None if lines => Scenario::BetfairMcm,
+        None => Scenario::SmallAggTrade,
+    };
+    if lines != scenario.is_lines() {
+        return Err(Failure::usage(if lines {
+            format!("--lines serves betfair_mcm, not {}", scenario.name())
+        } else {
+            "betfair_mcm is served as lines: add --lines".to_owned()
+        }));
+    }
+    Ok(scenario)
+}
+
+pub(crate) async fn run(args: ReplayArgs) -> Result<(), Failure> {
+    let scenario = scenario(args.scenario.as_deref(), args.lines)?;
+    let server = ReplayServer::start(ReplayConfig {
+        count: args.count,
+        mode: args
+            .rate
+            .map_or(Mode::Firehose, |per_sec| Mode::Paced { per_sec }),
+        tls: args.tls,
+        port: args.port,
+        hold_open: true,
+        ..ReplayConfig::new(scenario)
+    })
+    .map_err(|e| Failure::failed(format!("cannot start the replay server: {e}")))?;
+    println!("serving {} at {}", scenario.name(), server.url());
+    if !scenario.is_lines() {
+        println!("(subscribe first instead: {})", server.subscribe_url());
+    }
+    if let Some(pki) = server.pki() {
+        let path = "feedwire-replay-ca.pem";
+        std::fs::write(path, &pki.ca_pem)
+            .map_err(|e| Failure::failed(format!("cannot write {path}: {e}")))?;
+        println!("trust this CA: {path} (e.g. feedwire stream URL --ca {path})");
+    }
+    println!(
+        "{} messages per connection; Ctrl-C stops",
+        server.messages_per_connection()
+    );
+    crate::signals::interrupted().await;
+    println!("stopped after {} connections", server.connections());
+    Ok(())
+}

@@ -1,0 +1,301 @@
+//! The `feedwire` binary end to end, against the replay server on 127.0.0.1: the demo, and
+//! `stream` over WebSocket and lines, plain and TLS, with its output formats, its errors and
+//! its graceful stop on SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario};
+
+const BIN: &str = env!("CARGO_BIN_EXE_feedwire");
+
+/// Runs `feedwire args…`, killing it if it outlives `limit`.
+fn feedwire(args: &[&str], limit: Duration) -> Output {
+    let child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run feedwire");
+    wait(child, limit)
+}
+
+fn wait(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "feedwire did not finish within {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn server(scenario: Scenario, tls: bool) -> ReplayServer {
+    ReplayServer::start(ReplayConfig {
+        count: Some(1000),
+        tls,
+        hold_open: true,
+        ..ReplayConfig::new(scenario)
+    })
+    .expect("replay server")
+}
+
+/// The test CA in a file of its own, for `--ca`.
+fn ca_file(srv: &ReplayServer, name: &str) -> String {
+    let path = std::env::temp_dir().join(format!("feedwire-cli-{}-{name}.pem", std::process::id()));
+    std::fs::write(&path, &srv.pki().expect("TLS server").ca_pem).expect("write CA");
+    path.to_string_lossy().into_owned()
+}
+
+fn expected_lines(srv: &ReplayServer, n: usize) -> Vec<String> {
+    srv.payloads()
+        .iter()
+        .cycle()
+        .take(n)
+        .map(|p| text(p))
+        .collect()
+}
+
+#[test]
+fn demo_runs_for_its_duration_and_prints_a_summary() {
+    let out = feedwire(&["demo", "--duration", "2"], Duration::from_secs(60));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    // Not a terminal: plain periodic status lines, then the summary.
+    assert!(
+        stdout
+            .lines()
+            .filter(|l| l.contains("msgs/s") && l.contains("p99"))
+            .count()
+            >= 1,
+        "{stdout}"
+    );
+    assert!(stdout.contains("summary"), "{stdout}");
+    let messages: u64 = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("messages"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a message count in {stdout}"));
+    assert!(messages > 10_000, "50k msgs/s for 2 s: {messages}");
+    assert!(stdout.contains("latency (µs)"), "{stdout}");
+    assert!(stdout.contains("closed by Local (1000)"), "{stdout}");
+}
+
+#[test]
+fn demo_over_tls_lines() {
+    let out = feedwire(
+        &[
+            "demo",
+            "--lines",
+            "--tls",
+            "--duration",
+            "1",
+            "--rate",
+            "5000",
+        ],
+        Duration::from_secs(60),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("betfair_mcm (TLS)"), "{stdout}");
+    assert!(stdout.contains("closed by Local"), "{stdout}");
+}
+
+#[test]
+fn stream_prints_each_websocket_message_raw() {
+    let srv = server(Scenario::SmallAggTrade, false);
+    let out = feedwire(
+        &[
+            "stream",
+            &srv.subscribe_url(),
+            "--subscribe",
+            "btcusdt@aggTrade",
+            "--count",
+            "100",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    assert_eq!(lines, expected_lines(&srv, 100));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("subscribed: btcusdt@aggTrade"), "{stderr}");
+    assert!(stderr.contains("closed by Local (1000)"), "{stderr}");
+}
+
+#[test]
+fn stream_over_tls_with_a_private_ca_as_jsonl() {
+    let srv = server(Scenario::MediumKline, true);
+    let ca = ca_file(&srv, "ws");
+    let out = feedwire(
+        &[
+            "stream",
+            &srv.url(),
+            "--ca",
+            &ca,
+            "--jsonl",
+            "--count",
+            "50",
+            "--max-read-size",
+            "4096",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let want = expected_lines(&srv, 50);
+    let got: Vec<&str> = stdout.lines().collect();
+    assert_eq!(got.len(), 50);
+    for (line, payload) in got.iter().zip(&want) {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        assert!(
+            v["recv_us"]
+                .as_u64()
+                .is_some_and(|t| t > 1_600_000_000_000_000),
+            "{line}"
+        );
+        let expected: serde_json::Value = serde_json::from_str(payload).unwrap();
+        assert_eq!(v["payload"], expected);
+    }
+}
+
+#[test]
+fn stream_reads_lines_plain_and_over_tls() {
+    for tls in [false, true] {
+        let srv = server(Scenario::BetfairMcm, tls);
+        let mut args = vec![
+            "stream".to_owned(),
+            srv.url(),
+            "--subscribe".into(),
+            "1.234567".into(),
+            "--count".into(),
+            "20".into(),
+            "--app-key".into(),
+            "k".into(),
+            "--session".into(),
+            "s".into(),
+        ];
+        if tls {
+            args.extend(["--ca".to_owned(), ca_file(&srv, "lines")]);
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = feedwire(&refs, Duration::from_secs(30));
+        assert!(out.status.success(), "tls={tls}: {}", text(&out.stderr));
+        let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+        assert_eq!(lines, expected_lines(&srv, 20), "tls={tls}");
+    }
+}
+
+#[test]
+fn errors_name_what_went_wrong() {
+    // An untrusted certificate: verification is never switched off.
+    let srv = server(Scenario::SmallAggTrade, true);
+    let out = feedwire(
+        &["stream", &srv.url(), "--count", "1"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("certificate"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A refused upgrade names its HTTP status.
+    let refused = ReplayServer::start(ReplayConfig {
+        fault: Some(Fault::RefuseUpgrade(429)),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let out = feedwire(
+        &["stream", &refused.url(), "--count", "1"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("429"), "{}", text(&out.stderr));
+
+    // Nothing listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = feedwire(
+        &["stream", &format!("ws://127.0.0.1:{port}/ws")],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("refused"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Usage errors exit 2.
+    let out = feedwire(
+        &["stream", "http://example.invalid/"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("ws://"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn sigterm_stops_gracefully() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(100_000_000),
+        mode: feedwire_replay::Mode::Paced { per_sec: 1000 },
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args(["stream", &srv.url()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.starts_with("{\"ts_us\":"), "{first}");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let out = wait(child, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("closed by Local (1000)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn every_command_has_help_with_examples() {
+    for cmd in [
+        &["--help"][..],
+        &["demo", "--help"],
+        &["stream", "--help"],
+        &["bench", "--help"],
+        &["replay-server", "--help"],
+    ] {
+        let out = feedwire(cmd, Duration::from_secs(10));
+        assert!(out.status.success());
+        assert!(text(&out.stdout).contains("Examples:"), "{cmd:?}");
+    }
+}
