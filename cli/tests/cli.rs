@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario};
 
@@ -21,21 +21,23 @@ fn feedwire(args: &[&str], limit: Duration) -> Output {
     wait(child, limit)
 }
 
-fn wait(mut child: Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "feedwire did not finish within {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
+/// Waits for `child`, reading its output as it comes (a full pipe would stall it); kills it
+/// if it outlives `limit`.
+fn wait(child: Child, limit: Duration) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("output"),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
             );
+            panic!("feedwire did not finish within {limit:?}");
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -298,4 +300,50 @@ fn every_command_has_help_with_examples() {
         assert!(out.status.success());
         assert!(text(&out.stdout).contains("Examples:"), "{cmd:?}");
     }
+}
+
+#[test]
+fn replay_server_serves_until_interrupted_and_writes_its_ca() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+
+    let dir = std::env::temp_dir().join(format!("feedwire-cli-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut server = Command::new(BIN)
+        .args(["replay-server", "--port", "0", "--tls", "--count", "500"])
+        .current_dir(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("wss://"))
+        .unwrap_or_else(|| panic!("a URL in {first:?}"))
+        .to_owned();
+    let mut rest = String::new();
+    while !rest.contains("Ctrl-C") {
+        out.read_line(&mut rest).unwrap();
+    }
+    let ca = dir.join("feedwire-replay-ca.pem");
+    let client = feedwire(
+        &[
+            "stream",
+            &url,
+            "--ca",
+            ca.to_str().unwrap(),
+            "--count",
+            "500",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(client.status.success(), "{}", text(&client.stderr));
+    assert_eq!(text(&client.stdout).lines().count(), 500);
+    kill(Pid::from_raw(server.id() as i32), Signal::SIGINT).unwrap();
+    let status = wait(server, Duration::from_secs(10));
+    assert!(status.status.success());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,3 +4,9 @@
 pub mod adapter;
 pub mod blocking;
 pub mod scenarios;
+
+/// The README's Rust examples (core, tokio adapter, mio loop) compile as doctests here, where
+/// every crate is in scope, so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

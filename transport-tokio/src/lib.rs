@@ -47,9 +47,3 @@ pub fn connect(
     tokio::spawn(driver.run());
     Ok((handle, events))
 }
-
-/// The README's Rust examples (core and tokio) compile as doctests here, where both crates
-/// are in scope, so they cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
