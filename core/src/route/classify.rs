@@ -61,6 +61,108 @@ pub struct Classifier {
     rules: RouteRules,
     needles: Vec<memchr::memmem::Finder<'static>>,
     first_keys: Vec<FirstKey>,
+    compiled: Compiled,
+}
+
+/// The rules with each key replaced by its index among the distinct keys they mention, so
+/// the scan matches a key once (lengths first, short keys as one integer compare) and every
+/// condition is an array lookup.
+#[derive(Debug, Clone)]
+struct Compiled {
+    keys: Vec<Key>,
+    response: Vec<Cond>,
+    error: Vec<Cond>,
+    heartbeat: Vec<Cond>,
+    shutdown: Vec<Cond>,
+    id_key: usize,
+    extract: Vec<usize>,
+}
+
+#[derive(Debug, Clone)]
+struct Key {
+    bytes: Vec<u8>,
+    /// The bytes as a little-endian integer when at most 8 long.
+    packed: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+struct Cond {
+    key: usize,
+    test: Test,
+}
+
+#[derive(Debug, Clone)]
+enum Test {
+    Present,
+    Equals(Vec<u8>),
+    NotEquals(Vec<u8>),
+}
+
+/// Values of the keys seen, by key index, kept on the stack for up to this many keys.
+const STACK_KEYS: usize = 16;
+
+fn pack(bytes: &[u8]) -> Option<u64> {
+    (bytes.len() <= 8).then(|| {
+        let mut word = [0u8; 8];
+        word[..bytes.len()].copy_from_slice(bytes);
+        u64::from_le_bytes(word)
+    })
+}
+
+impl Compiled {
+    fn new(rules: &RouteRules) -> Self {
+        let mut keys: Vec<Key> = Vec::new();
+        let mut index = |k: &str| -> usize {
+            if let Some(i) = keys.iter().position(|x| x.bytes == k.as_bytes()) {
+                return i;
+            }
+            keys.push(Key {
+                bytes: k.as_bytes().to_vec(),
+                packed: pack(k.as_bytes()),
+            });
+            keys.len() - 1
+        };
+        let mut conds = |list: &[Condition]| -> Vec<Cond> {
+            list.iter()
+                .map(|c| Cond {
+                    key: index(c.key()),
+                    test: match c {
+                        Condition::HasKey(_) => Test::Present,
+                        Condition::Equals { token, .. } => Test::Equals(token.as_bytes().to_vec()),
+                        Condition::NotEquals { token, .. } => {
+                            Test::NotEquals(token.as_bytes().to_vec())
+                        }
+                    },
+                })
+                .collect()
+        };
+        let response = conds(&rules.response);
+        let error = conds(&rules.error);
+        let heartbeat = conds(&rules.heartbeat);
+        let shutdown = conds(&rules.shutdown);
+        let id_key = index(&rules.id_key);
+        let extract = rules.extract_keys.iter().map(|k| index(k)).collect();
+        Self {
+            keys,
+            response,
+            error,
+            heartbeat,
+            shutdown,
+            id_key,
+            extract,
+        }
+    }
+
+    fn key_index(&self, key: &[u8]) -> Option<usize> {
+        let packed = pack(key);
+        self.keys.iter().position(|k| {
+            k.bytes.len() == key.len()
+                && match (k.packed, packed) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => k.bytes == key,
+                }
+        })
+    }
 }
 
 /// One of `data_first_keys`, compiled: the key with its closing quote, and the tokens its
@@ -136,10 +238,12 @@ impl Classifier {
                 }
             })
             .collect();
+        let compiled = Compiled::new(&rules);
         Self {
             rules,
             needles,
             first_keys,
+            compiled,
         }
     }
 
@@ -164,7 +268,7 @@ impl Classifier {
                 extracted: Extracted::default(),
             };
         }
-        scan(payload, head, &self.rules)
+        scan(payload, head, &self.compiled, self.rules.stop_at_composite)
     }
 }
 
@@ -185,68 +289,52 @@ impl Classifier {
     }
 }
 
-/// Whether `c` holds, given the value of its key (`None`: the key is absent).
-fn holds(c: &Condition, value: Option<Value>, head: &[u8]) -> bool {
-    match c {
-        Condition::HasKey(_) => value.is_some(),
-        Condition::Equals { token, .. } => {
-            value.and_then(|v| v.raw(head).map(|r| r == token.as_bytes())) == Some(true)
-        }
-        Condition::NotEquals { token, .. } => {
-            value.and_then(|v| v.raw(head).map(|r| r != token.as_bytes())) == Some(true)
-        }
-    }
-}
-
 /// The structural scan of a head that may hold a rule's key.
-fn scan(payload: &Bytes, head: &[u8], rules: &RouteRules) -> Class {
-    // The first occurrence of each key the rules mention; rules hold a handful of keys, so
-    // a linear list beats hashing.
-    let mut seen: [Option<(&str, Value)>; 8] = Default::default();
-    let mut n = 0;
-    for (key, value) in TopLevelPairs::with_stop(head, rules.stop_at_composite) {
-        let key = &head[key];
-        let wanted = rules
-            .response
-            .iter()
-            .chain(&rules.error)
-            .chain(&rules.heartbeat)
-            .chain(&rules.shutdown)
-            .map(Condition::key)
-            .chain(std::iter::once(rules.id_key.as_str()))
-            .chain(rules.extract_keys.iter().map(String::as_str))
-            .find(|k| k.as_bytes() == key);
-        if let Some(k) = wanted {
-            if n < seen.len() && !seen[..n].iter().flatten().any(|(s, _)| *s == k) {
-                seen[n] = Some((k, value));
-                n += 1;
+fn scan(payload: &Bytes, head: &[u8], c: &Compiled, stop_at_composite: bool) -> Class {
+    // The first occurrence of each key the rules mention, by key index.
+    let mut stack: [Option<Value>; STACK_KEYS] = Default::default();
+    let mut heap = Vec::new();
+    let values: &mut [Option<Value>] = if c.keys.len() <= STACK_KEYS {
+        &mut stack[..c.keys.len()]
+    } else {
+        heap.resize(c.keys.len(), None);
+        &mut heap
+    };
+    for (key, value) in TopLevelPairs::with_stop(head, stop_at_composite) {
+        if let Some(i) = c.key_index(&head[key]) {
+            if values[i].is_none() {
+                values[i] = Some(value);
             }
         }
     }
-    let lookup = |key: &str| {
-        seen[..n]
-            .iter()
-            .flatten()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.clone())
+    let holds = |cond: &Cond| {
+        let value = values[cond.key].as_ref();
+        match &cond.test {
+            Test::Present => value.is_some(),
+            Test::Equals(token) => value.and_then(|v| v.raw(head)) == Some(token.as_slice()),
+            Test::NotEquals(token) => value
+                .and_then(|v| v.raw(head))
+                .is_some_and(|raw| raw != token.as_slice()),
+        }
     };
-    let holds = |c: &Condition| holds(c, lookup(c.key()), head);
-    if rules.response.iter().any(holds) {
-        let id = lookup(&rules.id_key).and_then(|v| response_id(payload, &v));
+    if c.response.iter().any(holds) {
+        let id = values[c.id_key]
+            .as_ref()
+            .and_then(|v| response_id(payload, v));
         Class::Response {
             id,
-            is_error: rules.error.iter().any(holds),
+            is_error: c.error.iter().any(holds),
         }
     } else {
         let mut extracted: Extracted = Default::default();
-        for (slot, key) in extracted.iter_mut().zip(&rules.extract_keys) {
-            if let Some(Value::Str(r)) = lookup(key) {
-                *slot = Some(payload.slice(r));
+        for (slot, &key) in extracted.iter_mut().zip(&c.extract) {
+            if let Some(Value::Str(r)) = &values[key] {
+                *slot = Some(payload.slice(r.clone()));
             }
         }
         Class::Data {
-            heartbeat: rules.heartbeat.iter().any(holds),
-            shutdown: rules.shutdown.iter().any(holds),
+            heartbeat: c.heartbeat.iter().any(holds),
+            shutdown: c.shutdown.iter().any(holds),
             extracted,
         }
     }
