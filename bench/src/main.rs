@@ -89,7 +89,13 @@ fn main() -> ExitCode {
             "# Benchmarks\n\nMachine: {}.\n\nCommand: `cargo run --release -p feedwire-bench -- {}`\n\n\
              Client CPU per message is user + system time of the benchmark process (the replay \
              server runs in a child process), from the first message to the last. Ratios compare \
-             medians measured side by side in this one run.\n{table}",
+             medians measured side by side in this one run.\n\n\
+             How to read them: on a 2-core machine the server and the client share the CPU, so \
+             figures move 20-50% between invocations; compare rows within one table. A client \
+             that drains the socket faster than the server fills it gets short reads and pays \
+             more wake-ups per message, which is why the raw limit (256 KiB reads) sometimes \
+             shows more CPU per message than nexus-web (1 MiB reads). The feedwire rows include \
+             the whole stream machine (classification, statistics, timers, reconnection).\n{table}",
             machine(),
             command.join(" ")
         );
