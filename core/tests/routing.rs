@@ -94,6 +94,38 @@ fn binance_server_shutdown_notices() {
 }
 
 #[test]
+fn the_first_key_decides_for_data_first_keys() {
+    let r = RouteRules::binance_stream();
+    // `stream` / `e` first: data, whatever follows (responses never start with them).
+    assert_eq!(class(r#"{"stream":"x","result":null,"id":1}"#, &r), DATA);
+    assert_eq!(
+        class(r#"{"e":"trade","error":{"code":1},"id":1}"#, &r),
+        DATA
+    );
+    // Any other first key: the full head scan.
+    assert_eq!(
+        class(r#"{"result":null,"stream":"x","id":1}"#, &r),
+        response(Some(ResponseId::Int(1)), false)
+    );
+    assert_eq!(
+        class(r#"{"id":1,"e":"trade","result":null}"#, &r),
+        response(Some(ResponseId::Int(1)), false)
+    );
+    // Whitespace around the first key and a shutdown notice judged on it.
+    let shutdown = Class::Data {
+        heartbeat: false,
+        shutdown: true,
+        extracted: [None, None, None],
+    };
+    assert_eq!(class(" { \"e\" :\t\"serverShutdown\" }", &r), shutdown);
+    assert_eq!(class(r#"{"e":"serverShutdownX"}"#, &r), DATA);
+    assert_eq!(
+        class(r#"{"streams":1,"result":null,"id":2}"#, &r),
+        response(Some(ResponseId::Int(2)), false)
+    );
+}
+
+#[test]
 fn binance_ws_api_preset() {
     let r = RouteRules::binance_ws_api();
     let uuid = "e2a85d9f-07a5-4f94-8d5f-789dc3deb097";
