@@ -16,7 +16,7 @@ mod runner;
 
 pub use clients::{Client, Extra, RunFn, Target, ALL as CLIENTS};
 pub use recorder::{Recorder, Window};
-pub use report::{json, machine, markdown};
+pub use report::{json, machine, markdown, si};
 pub use runner::{
     run, run_latency, run_memory, run_scenario, BenchOptions, LatencyRow, MemoryRow, Results, Row,
 };

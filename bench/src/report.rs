@@ -27,7 +27,8 @@ fn scenarios(rows: &[Row]) -> Vec<&str> {
     names
 }
 
-fn si(x: f64) -> String {
+/// A rate for people: `9.57M`, `301.0k`, `120`.
+pub fn si(x: f64) -> String {
     if x >= 1e6 {
         format!("{:.2}M", x / 1e6)
     } else if x >= 1e3 {

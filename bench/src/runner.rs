@@ -181,12 +181,8 @@ fn range(v: &[f64]) -> (f64, f64) {
         })
 }
 
-/// Throughput and CPU for one scenario; `progress` hears of each finished run.
-pub fn run_scenario(
-    options: &BenchOptions,
-    scenario: Scenario,
-    progress: &mut dyn FnMut(&str),
-) -> Result<Vec<Row>, String> {
+/// A firehose replay server in a child process, and the messages each run receives.
+fn firehose(options: &BenchOptions, scenario: Scenario) -> Result<(ChildServer, usize), String> {
     let count = (scenario.default_count() / options.count_divisor.max(1)).max(100);
     let server = ChildServer::spawn(&ReplayConfig {
         count: Some(count),
@@ -194,6 +190,16 @@ pub fn run_scenario(
         ..ReplayConfig::new(scenario)
     })
     .map_err(|e| format!("replay server: {e}"))?;
+    Ok((server, count))
+}
+
+/// Throughput and CPU for one scenario; `progress` hears of each finished run.
+pub fn run_scenario(
+    options: &BenchOptions,
+    scenario: Scenario,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Row>, String> {
+    let (server, count) = firehose(options, scenario)?;
     let target = Target::from_url(server.url());
     let clients: Vec<&Client> = options
         .selected()
@@ -324,14 +330,7 @@ pub fn run_memory(
     options: &BenchOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<MemoryRow>, String> {
-    let scenario = Scenario::HugeTickerArr;
-    let count = (scenario.default_count() / options.count_divisor.max(1)).max(100);
-    let server = ChildServer::spawn(&ReplayConfig {
-        count: Some(count),
-        hold_open: true,
-        ..ReplayConfig::new(scenario)
-    })
-    .map_err(|e| format!("replay server: {e}"))?;
+    let (server, count) = firehose(options, Scenario::HugeTickerArr)?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
     for client in options.selected().into_iter().filter(|c| c.websocket) {

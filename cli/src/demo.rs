@@ -4,6 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
+use feedwire_bench::si;
 use feedwire_core::{
     tls_config_with_roots, BetfairAuth, BetfairSubscription, StreamConfig, StreamEvent,
 };
@@ -12,7 +13,7 @@ use feedwire_tokio::{connect, TokioOptions};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::replay_cmd::scenario;
+use crate::replay_cmd::Served;
 use crate::Failure;
 
 /// Starts the embedded replay server (no network needed), connects a stream to it,
@@ -25,15 +26,8 @@ use crate::Failure;
   feedwire demo --lines --tls          Betfair-style lines over TLS
   feedwire demo --scenario large_depth20 --rate 20000")]
 pub(crate) struct DemoArgs {
-    /// Payload scenario (default small_aggtrade, or betfair_mcm with --lines).
-    #[arg(long)]
-    scenario: Option<String>,
-    /// Betfair-style CRLF lines instead of WebSocket.
-    #[arg(long)]
-    lines: bool,
-    /// TLS, with a CA made at start-up (verification stays on).
-    #[arg(long)]
-    tls: bool,
+    #[command(flatten)]
+    served: Served,
     /// Seconds to run (default: until Ctrl-C).
     #[arg(long, value_name = "S")]
     duration: Option<f64>,
@@ -73,18 +67,8 @@ fn now_us() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
-fn rate(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2}M", x / 1e6)
-    } else if x >= 1e3 {
-        format!("{:.1}k", x / 1e3)
-    } else {
-        format!("{x:.0}")
-    }
-}
-
 pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
-    let scenario = scenario(args.scenario.as_deref(), args.lines)?;
+    let scenario = args.served.scenario()?;
     let rate_per_sec = args.rate.max(1);
     let seconds = args.duration.map(|d| d.max(0.1));
     // Enough messages for the whole run (a day when it runs until Ctrl-C).
@@ -94,7 +78,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
         mode: Mode::Paced {
             per_sec: rate_per_sec,
         },
-        tls: args.tls,
+        tls: args.served.tls,
         hold_open: true,
         ..ReplayConfig::new(scenario)
     })
@@ -179,7 +163,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
                 let secs = window_start.elapsed().as_secs_f64().max(1e-6);
                 let line = format!(
                     "{} msgs/s  {:.1} MB/s  total {}  latency p50 {} µs p99 {} µs  reconnects {}",
-                    rate(window.messages as f64 / secs),
+                    si(window.messages as f64 / secs),
                     window.bytes as f64 / 1e6 / secs,
                     total.messages,
                     window.latency.value_at_quantile(0.5),
@@ -216,14 +200,14 @@ pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
         out,
         "  scenario        {} ({})",
         scenario.name(),
-        if args.tls { "TLS" } else { "plain" }
+        if args.served.tls { "TLS" } else { "plain" }
     );
     let _ = writeln!(out, "  duration        {secs:.2} s");
     let _ = writeln!(out, "  messages        {}", total.messages);
     let _ = writeln!(
         out,
         "  throughput      {} msgs/s, {:.2} MB/s",
-        rate(total.messages as f64 / secs),
+        si(total.messages as f64 / secs),
         total.bytes as f64 / 1e6 / secs
     );
     let _ = writeln!(

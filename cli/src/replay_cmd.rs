@@ -19,15 +19,8 @@ pub(crate) struct ReplayArgs {
     /// Port on 127.0.0.1 (0: any free port).
     #[arg(long, default_value_t = 0)]
     port: u16,
-    /// Payload scenario (default small_aggtrade, or betfair_mcm with --lines).
-    #[arg(long)]
-    scenario: Option<String>,
-    /// Serve Betfair-style CRLF lines instead of WebSocket.
-    #[arg(long)]
-    lines: bool,
-    /// Serve TLS with a CA made at start-up; its certificate is written to feedwire-replay-ca.pem.
-    #[arg(long)]
-    tls: bool,
+    #[command(flatten)]
+    served: Served,
     /// Messages per second per connection (paced, with send stamps); default: firehose.
     #[arg(long)]
     rate: Option<u32>,
@@ -36,7 +29,28 @@ pub(crate) struct ReplayArgs {
     count: Option<usize>,
 }
 
-pub(crate) fn scenario(name: Option<&str>, lines: bool) -> Result<Scenario, Failure> {
+/// What the replay server serves (shared by `demo` and `replay-server`).
+#[derive(Debug, Args)]
+pub(crate) struct Served {
+    /// Payload scenario (default small_aggtrade, or betfair_mcm with --lines).
+    #[arg(long)]
+    pub(crate) scenario: Option<String>,
+    /// Betfair-style CRLF lines instead of WebSocket.
+    #[arg(long)]
+    pub(crate) lines: bool,
+    /// TLS with a CA made at start-up (clients verify against it; replay-server writes it to
+    /// feedwire-replay-ca.pem).
+    #[arg(long)]
+    pub(crate) tls: bool,
+}
+
+impl Served {
+    pub(crate) fn scenario(&self) -> Result<Scenario, Failure> {
+        scenario(self.scenario.as_deref(), self.lines)
+    }
+}
+
+fn scenario(name: Option<&str>, lines: bool) -> Result<Scenario, Failure> {
     let scenario = match name {
         Some(n) => {
             Scenario::from_name(n).ok_or_else(|| Failure::usage(format!("unknown scenario {n}")))?
@@ -55,13 +69,13 @@ pub(crate) fn scenario(name: Option<&str>, lines: bool) -> Result<Scenario, Fail
 }
 
 pub(crate) async fn run(args: ReplayArgs) -> Result<(), Failure> {
-    let scenario = scenario(args.scenario.as_deref(), args.lines)?;
+    let scenario = args.served.scenario()?;
     let server = ReplayServer::start(ReplayConfig {
         count: args.count,
         mode: args
             .rate
             .map_or(Mode::Firehose, |per_sec| Mode::Paced { per_sec }),
-        tls: args.tls,
+        tls: args.served.tls,
         port: args.port,
         hold_open: true,
         ..ReplayConfig::new(scenario)

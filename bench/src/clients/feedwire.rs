@@ -29,6 +29,18 @@ fn config(target: &Target) -> StreamConfig {
     }
 }
 
+/// Feeds a data event to the recorder; whether the run is complete. An end is an error: every
+/// run stops the stream itself.
+fn record(rec: &mut Recorder, event: &StreamEvent) -> Result<bool, String> {
+    match event {
+        StreamEvent::Data { payload, .. } => Ok(rec.on_message(payload.len(), payload)),
+        StreamEvent::Closed { .. } | StreamEvent::Crashed(_) => {
+            Err(format!("ended early: {event:?}"))
+        }
+        _ => Ok(false),
+    }
+}
+
 fn markets() -> BetfairSubscription {
     BetfairSubscription {
         filter_json: "{}".to_owned(),
@@ -69,14 +81,7 @@ pub(super) fn blocking(target: &Target, mut rec: Recorder) -> Result<(Recorder, 
             sk.write_all(&chunk).map_err(|e| err("write")(&e))?;
         }
         while let Some(event) = s.poll_event() {
-            let done = match &event {
-                StreamEvent::Data { payload, .. } => rec.on_message(payload.len(), payload),
-                StreamEvent::Closed { .. } | StreamEvent::Crashed(_) => {
-                    return Err(format!("ended early: {event:?}"));
-                }
-                _ => false,
-            };
-            if done {
+            if record(&mut rec, &event)? {
                 let extra = Extra {
                     read_buffer_bytes: Some(stats.snapshot().read_buffer_bytes),
                 };
@@ -156,14 +161,7 @@ pub(super) fn tokio(target: &Target, mut rec: Recorder) -> Result<(Recorder, Ext
         }
         let run = async {
             while let Some(event) = events.next().await {
-                let done = match &event {
-                    StreamEvent::Data { payload, .. } => rec.on_message(payload.len(), payload),
-                    StreamEvent::Closed { .. } | StreamEvent::Crashed(_) => {
-                        return Err(format!("ended early: {event:?}"));
-                    }
-                    _ => false,
-                };
-                if done {
+                if record(&mut rec, &event)? {
                     return Ok(());
                 }
             }
