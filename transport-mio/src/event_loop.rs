@@ -609,6 +609,13 @@ fn pump(e: &mut Entry, resolver: &mut Resolver, id: StreamId, registry: &mio::Re
 /// Moves the core's events to the pending queue; awaited request answers go to their callers.
 fn collect(e: &mut Entry) {
     while let Some(ev) = e.stream.poll_event() {
+        // The common case, data to a handler, goes straight through (no queue in between).
+        if let (StreamEvent::Data { .. }, Delivery::Handler(h)) = (&ev, &mut e.delivery) {
+            if e.pending.is_empty() {
+                h.on_event(ev);
+                continue;
+            }
+        }
         match ev {
             StreamEvent::Response {
                 id,
