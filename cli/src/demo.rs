@@ -68,6 +68,8 @@ fn now_us() -> u64 {
 }
 
 pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
+    let mut interrupts = crate::signals::Interrupts::install()
+        .map_err(|e| Failure::failed(format!("cannot handle signals: {e}")))?;
     let scenario = args.served.scenario()?;
     let rate_per_sec = args.rate.max(1);
     let seconds = args.duration.map(|d| d.max(0.1));
@@ -139,8 +141,6 @@ pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
     tick.tick().await;
     let mut stopping = false;
     let mut ending = None;
-    let interrupted = crate::signals::interrupted();
-    tokio::pin!(interrupted);
     loop {
         tokio::select! {
             event = events.next() => match event {
@@ -181,7 +181,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
                 stopping = true;
                 handle.stop();
             }
-            _ = &mut interrupted, if !stopping => {
+            _ = interrupts.recv(), if !stopping => {
                 stopping = true;
                 handle.stop();
             }

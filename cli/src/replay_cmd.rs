@@ -69,6 +69,8 @@ fn scenario(name: Option<&str>, lines: bool) -> Result<Scenario, Failure> {
 }
 
 pub(crate) async fn run(args: ReplayArgs) -> Result<(), Failure> {
+    let mut interrupts = crate::signals::Interrupts::install()
+        .map_err(|e| Failure::failed(format!("cannot handle signals: {e}")))?;
     let scenario = args.served.scenario()?;
     let server = ReplayServer::start(ReplayConfig {
         count: args.count,
@@ -95,7 +97,7 @@ pub(crate) async fn run(args: ReplayArgs) -> Result<(), Failure> {
         "{} messages per connection; Ctrl-C stops",
         server.messages_per_connection()
     );
-    crate::signals::interrupted().await;
+    interrupts.recv().await;
     println!("stopped after {} connections", server.connections());
     Ok(())
 }

@@ -162,6 +162,8 @@ fn print_data(payload: &[u8], jsonl: bool) -> bool {
 }
 
 pub(crate) async fn run(args: StreamArgs) -> Result<(), Failure> {
+    let mut interrupts = crate::signals::Interrupts::install()
+        .map_err(|e| Failure::failed(format!("cannot handle signals: {e}")))?;
     let config = config(&args)?;
     let lines = matches!(config.url.split("://").next(), Some("tcp" | "tls"));
     let options = TokioOptions {
@@ -191,12 +193,10 @@ pub(crate) async fn run(args: StreamArgs) -> Result<(), Failure> {
     let mut opened = false;
     let mut received = 0u64;
     let mut stopping = false;
-    let interrupted = crate::signals::interrupted();
-    tokio::pin!(interrupted);
     loop {
         let event = tokio::select! {
             e = events.next() => e,
-            _ = &mut interrupted, if !stopping => {
+            _ = interrupts.recv(), if !stopping => {
                 eprintln!("stopping");
                 stopping = true;
                 handle.stop();

@@ -347,3 +347,35 @@ fn replay_server_serves_until_interrupted_and_writes_its_ca() {
     assert!(status.status.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn ctrl_c_stops_the_demo_and_still_prints_the_summary() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+
+    let mut demo = Command::new(BIN)
+        .args(["demo", "--rate", "2000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(demo.stdout.take().unwrap());
+    let mut line = String::new();
+    // The banner, then the first periodic status line: data is flowing.
+    while !line.contains("total") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "demo ended early");
+    }
+    kill(Pid::from_raw(demo.id() as i32), Signal::SIGINT).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = wait(demo, Duration::from_secs(10));
+    assert!(
+        status.status.success(),
+        "{:?}: {}\n{rest}",
+        status.status,
+        text(&status.stderr)
+    );
+    assert!(rest.contains("summary"), "{rest}");
+    assert!(rest.contains("closed by Local (1000)"), "{rest}");
+}
