@@ -1,6 +1,8 @@
 //! Head-scan classification of one message: response or data, the response's id and whether
 //! it is an error. Looks at no more than `scan_len` bytes.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 
 use super::head_scan::{first_key_among, value_is, TopLevelPairs, Value};
@@ -66,36 +68,49 @@ pub struct Classifier {
 
 /// The rules with each key replaced by its index among the distinct keys they mention, so
 /// the scan matches a key once (lengths first, short keys as one integer compare) and every
-/// condition is an array lookup.
+/// condition is an array lookup. Kept in a few flat vectors: every stream holds one, and
+/// idle streams are counted in bytes.
 #[derive(Debug, Clone)]
 struct Compiled {
+    /// Every distinct key, back to back.
+    key_bytes: Vec<u8>,
     keys: Vec<Key>,
-    response: Vec<Cond>,
-    error: Vec<Cond>,
-    heartbeat: Vec<Cond>,
-    shutdown: Vec<Cond>,
+    /// Every `Equals`/`NotEquals` token, back to back.
+    token_bytes: Vec<u8>,
+    /// Response, error, heartbeat and shutdown conditions, in that order (see `lists`).
+    conds: Vec<Cond>,
+    lists: [Range<usize>; 4],
     id_key: usize,
-    extract: Vec<usize>,
+    /// Key indexes of `extract_keys` (at most three).
+    extract: [Option<usize>; 3],
 }
 
-#[derive(Debug, Clone)]
+const RESPONSE: usize = 0;
+const ERROR: usize = 1;
+const HEARTBEAT: usize = 2;
+const SHUTDOWN: usize = 3;
+
+#[derive(Debug, Clone, Copy)]
 struct Key {
-    bytes: Vec<u8>,
+    start: usize,
+    len: usize,
     /// The bytes as a little-endian integer when at most 8 long.
     packed: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Test {
+    Present,
+    Equals,
+    NotEquals,
 }
 
 #[derive(Debug, Clone)]
 struct Cond {
     key: usize,
     test: Test,
-}
-
-#[derive(Debug, Clone)]
-enum Test {
-    Present,
-    Equals(Vec<u8>),
-    NotEquals(Vec<u8>),
+    /// The token's bytes in `token_bytes` (empty for `Present`).
+    token: Range<usize>,
 }
 
 /// Values of the keys seen, by key index, kept on the stack for up to this many keys.
@@ -111,72 +126,93 @@ fn pack(bytes: &[u8]) -> Option<u64> {
 
 impl Compiled {
     fn new(rules: &RouteRules) -> Self {
-        let mut keys: Vec<Key> = Vec::new();
-        let mut index = |k: &str| -> usize {
-            if let Some(i) = keys.iter().position(|x| x.bytes == k.as_bytes()) {
-                return i;
+        let mut c = Self {
+            key_bytes: Vec::new(),
+            keys: Vec::new(),
+            token_bytes: Vec::new(),
+            conds: Vec::new(),
+            lists: Default::default(),
+            id_key: 0,
+            extract: [None; 3],
+        };
+        let lists = [
+            &rules.response,
+            &rules.error,
+            &rules.heartbeat,
+            &rules.shutdown,
+        ];
+        for (slot, list) in lists.into_iter().enumerate() {
+            let first = c.conds.len();
+            for cond in list {
+                let key = c.index(cond.key());
+                let (test, token) = match cond {
+                    Condition::HasKey(_) => (Test::Present, ""),
+                    Condition::Equals { token, .. } => (Test::Equals, token.as_str()),
+                    Condition::NotEquals { token, .. } => (Test::NotEquals, token.as_str()),
+                };
+                let at = c.token_bytes.len();
+                c.token_bytes.extend_from_slice(token.as_bytes());
+                c.conds.push(Cond {
+                    key,
+                    test,
+                    token: at..c.token_bytes.len(),
+                });
             }
-            keys.push(Key {
-                bytes: k.as_bytes().to_vec(),
-                packed: pack(k.as_bytes()),
-            });
-            keys.len() - 1
-        };
-        let mut conds = |list: &[Condition]| -> Vec<Cond> {
-            list.iter()
-                .map(|c| Cond {
-                    key: index(c.key()),
-                    test: match c {
-                        Condition::HasKey(_) => Test::Present,
-                        Condition::Equals { token, .. } => Test::Equals(token.as_bytes().to_vec()),
-                        Condition::NotEquals { token, .. } => {
-                            Test::NotEquals(token.as_bytes().to_vec())
-                        }
-                    },
-                })
-                .collect()
-        };
-        let response = conds(&rules.response);
-        let error = conds(&rules.error);
-        let heartbeat = conds(&rules.heartbeat);
-        let shutdown = conds(&rules.shutdown);
-        let id_key = index(&rules.id_key);
-        let extract = rules.extract_keys.iter().map(|k| index(k)).collect();
-        Self {
-            keys,
-            response,
-            error,
-            heartbeat,
-            shutdown,
-            id_key,
-            extract,
+            c.lists[slot] = first..c.conds.len();
         }
+        c.id_key = c.index(&rules.id_key);
+        for (slot, key) in rules.extract_keys.iter().take(3).enumerate() {
+            let i = c.index(key);
+            c.extract[slot] = Some(i);
+        }
+        c
+    }
+
+    /// The index of `key`, added if new.
+    fn index(&mut self, key: &str) -> usize {
+        if let Some(i) = self.key_index(key.as_bytes()) {
+            return i;
+        }
+        let start = self.key_bytes.len();
+        self.key_bytes.extend_from_slice(key.as_bytes());
+        self.keys.push(Key {
+            start,
+            len: key.len(),
+            packed: pack(key.as_bytes()),
+        });
+        self.keys.len() - 1
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        let k = self.keys[i];
+        &self.key_bytes[k.start..k.start + k.len]
     }
 
     fn key_index(&self, key: &[u8]) -> Option<usize> {
         let packed = pack(key);
         self.keys.iter().position(|k| {
-            k.bytes.len() == key.len()
+            k.len == key.len()
                 && match (k.packed, packed) {
                     (Some(a), Some(b)) => a == b,
-                    _ => k.bytes == key,
+                    _ => &self.key_bytes[k.start..k.start + k.len] == key,
                 }
         })
     }
+
+    fn list(&self, which: usize) -> &[Cond] {
+        &self.conds[self.lists[which].clone()]
+    }
+
+    fn token(&self, cond: &Cond) -> &[u8] {
+        &self.token_bytes[cond.token.clone()]
+    }
 }
 
-/// One of `data_first_keys`, compiled: the key with its closing quote, and the tokens its
-/// value is compared with.
-#[derive(Debug, Clone)]
+/// One of `data_first_keys`, compiled.
+#[derive(Debug, Clone, Copy)]
 struct FirstKey {
-    /// `stream"`: compared right after the object's `{"`.
-    quoted: Vec<u8>,
-    /// `Equals` tokens of heartbeat conditions on this key.
-    heartbeat: Vec<Vec<u8>>,
-    /// `Equals` tokens of shutdown conditions on this key.
-    shutdown: Vec<Vec<u8>>,
-    /// `HasKey` conditions: (heartbeat, shutdown) hold whenever this key comes first.
-    present: (bool, bool),
+    /// Its index in [`Compiled::keys`].
+    key: usize,
     /// A `NotEquals` on this key needs the whole value: the general path decides.
     needs_scan: bool,
 }
@@ -209,36 +245,20 @@ impl Classifier {
             .iter()
             .map(|n| memchr::memmem::Finder::new(n.as_bytes()).into_owned())
             .collect();
+        let mut compiled = Compiled::new(&rules);
         let first_keys = rules
             .data_first_keys
             .iter()
-            .map(|key| {
-                let on = |list: &[Condition]| -> (Vec<Vec<u8>>, bool, bool) {
-                    let mut tokens = Vec::new();
-                    let (mut present, mut needs_scan) = (false, false);
-                    for c in list.iter().filter(|c| c.key() == key) {
-                        match c {
-                            Condition::HasKey(_) => present = true,
-                            Condition::Equals { token, .. } => {
-                                tokens.push(token.clone().into_bytes())
-                            }
-                            Condition::NotEquals { .. } => needs_scan = true,
-                        }
-                    }
-                    (tokens, present, needs_scan)
-                };
-                let (heartbeat, hb_present, hb_scan) = on(&rules.heartbeat);
-                let (shutdown, sd_present, sd_scan) = on(&rules.shutdown);
-                FirstKey {
-                    quoted: format!("{key}\"").into_bytes(),
-                    heartbeat,
-                    shutdown,
-                    present: (hb_present, sd_present),
-                    needs_scan: hb_scan || sd_scan,
-                }
+            .map(|k| {
+                let key = compiled.index(k);
+                let needs_scan = compiled
+                    .list(HEARTBEAT)
+                    .iter()
+                    .chain(compiled.list(SHUTDOWN))
+                    .any(|c| c.key == key && c.test == Test::NotEquals);
+                FirstKey { key, needs_scan }
             })
             .collect();
-        let compiled = Compiled::new(&rules);
         Self {
             rules,
             needles,
@@ -275,15 +295,23 @@ impl Classifier {
 impl Classifier {
     /// Data when the first key is one of `data_first_keys`, judged on that key alone.
     fn by_first_key(&self, head: &[u8]) -> Option<Class> {
-        let (which, at) = first_key_among(head, self.first_keys.iter().map(|k| &k.quoted[..]))?;
-        let key = &self.first_keys[which];
-        if key.needs_scan {
+        let c = &self.compiled;
+        let (which, at) = first_key_among(head, self.first_keys.iter().map(|k| c.key(k.key)))?;
+        let first = self.first_keys[which];
+        if first.needs_scan {
             return None;
         }
-        let any = |tokens: &[Vec<u8>]| tokens.iter().any(|t| value_is(head, at, t));
+        let holds = |cond: &Cond| {
+            cond.key == first.key
+                && match cond.test {
+                    Test::Present => true,
+                    Test::Equals => value_is(head, at, c.token(cond)),
+                    Test::NotEquals => false,
+                }
+        };
         Some(Class::Data {
-            heartbeat: key.present.0 || any(&key.heartbeat),
-            shutdown: key.present.1 || any(&key.shutdown),
+            heartbeat: c.list(HEARTBEAT).iter().any(holds),
+            shutdown: c.list(SHUTDOWN).iter().any(holds),
             extracted: Extracted::default(),
         })
     }
@@ -309,32 +337,32 @@ fn scan(payload: &Bytes, head: &[u8], c: &Compiled, stop_at_composite: bool) -> 
     }
     let holds = |cond: &Cond| {
         let value = values[cond.key].as_ref();
-        match &cond.test {
+        match cond.test {
             Test::Present => value.is_some(),
-            Test::Equals(token) => value.and_then(|v| v.raw(head)) == Some(token.as_slice()),
-            Test::NotEquals(token) => value
+            Test::Equals => value.and_then(|v| v.raw(head)) == Some(c.token(cond)),
+            Test::NotEquals => value
                 .and_then(|v| v.raw(head))
-                .is_some_and(|raw| raw != token.as_slice()),
+                .is_some_and(|raw| raw != c.token(cond)),
         }
     };
-    if c.response.iter().any(holds) {
+    if c.list(RESPONSE).iter().any(holds) {
         let id = values[c.id_key]
             .as_ref()
             .and_then(|v| response_id(payload, v));
         Class::Response {
             id,
-            is_error: c.error.iter().any(holds),
+            is_error: c.list(ERROR).iter().any(holds),
         }
     } else {
         let mut extracted: Extracted = Default::default();
-        for (slot, &key) in extracted.iter_mut().zip(&c.extract) {
-            if let Some(Value::Str(r)) = &values[key] {
+        for (slot, key) in extracted.iter_mut().zip(c.extract) {
+            if let Some(Value::Str(r)) = key.and_then(|k| values[k].as_ref()) {
                 *slot = Some(payload.slice(r.clone()));
             }
         }
         Class::Data {
-            heartbeat: c.heartbeat.iter().any(holds),
-            shutdown: c.shutdown.iter().any(holds),
+            heartbeat: c.list(HEARTBEAT).iter().any(holds),
+            shutdown: c.list(SHUTDOWN).iter().any(holds),
             extracted,
         }
     }

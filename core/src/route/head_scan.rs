@@ -38,13 +38,12 @@ fn skip_ws_from(head: &[u8], mut pos: usize) -> usize {
     pos
 }
 
-/// When the object's first key is exactly one of `quoted_keys` (each given with its closing
-/// quote: `stream"`): its index and the offset of its value in `head`. Compares the
-/// candidates in place (no scan for the key's end): a few comparisons however long the
-/// message.
+/// When the object's first key is exactly one of `keys`: its index and the offset of its
+/// value in `head`. Compares the candidates in place (no scan for the key's end): a few
+/// comparisons however long the message.
 pub(crate) fn first_key_among<'k>(
     head: &[u8],
-    quoted_keys: impl Iterator<Item = &'k [u8]>,
+    keys: impl Iterator<Item = &'k [u8]>,
 ) -> Option<(usize, usize)> {
     // The common shape first: `{"` with no whitespace.
     let mut pos = if head.starts_with(b"{\"") {
@@ -61,10 +60,10 @@ pub(crate) fn first_key_among<'k>(
         p
     };
     let rest = &head[pos + 1..];
-    let (which, len) = quoted_keys
+    let (which, len) = keys
         .enumerate()
-        .find(|(_, k)| rest.get(..k.len()) == Some(k))
-        .map(|(i, k)| (i, k.len()))?;
+        .find(|(_, k)| rest.get(..k.len()) == Some(k) && rest.get(k.len()) == Some(&b'"'))
+        .map(|(i, k)| (i, k.len() + 1))?;
     pos += 1 + len;
     if head.get(pos) != Some(&b':') {
         pos = skip_ws_from(head, pos);
@@ -326,7 +325,7 @@ mod tests {
 
     #[test]
     fn first_key_in_place() {
-        let keys: [&[u8]; 2] = [b"stream\"", b"e\""];
+        let keys: [&[u8]; 2] = [b"stream", b"e"];
         let keys = || keys.iter().copied();
         let head = br#"{"stream":"!serverShutdown","data":{}}"#;
         let (which, at) = first_key_among(head, keys()).unwrap();
