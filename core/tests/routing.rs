@@ -363,6 +363,39 @@ mod properties {
     use proptest::prelude::*;
 
     proptest! {
+        /// The first-key fast path (one integer compare of a compact opening) decides
+        /// exactly as the general reader does: a space after `{` forces the general reader
+        /// and must not change the class, for any key, value and length (heads shorter and
+        /// longer than the 16 bytes compared at once).
+        #[test]
+        fn compact_first_key_path_agrees_with_the_general_reader(
+            key in prop_oneof![
+                prop::sample::select(vec!["stream", "e", "streams", "strea", "E", "result", "id", "error"])
+                    .prop_map(str::to_owned),
+                "[a-z]{0,20}",
+            ],
+            gap in prop_oneof![Just(""), Just(" "), Just("\t")],
+            value in prop_oneof![
+                prop::sample::select(vec![
+                    r#""!serverShutdown""#, r#""serverShutdown""#, r#""serverShutdownX""#,
+                    r#""!server""#, r#""x""#, "null", "1",
+                ])
+                .prop_map(str::to_owned),
+                "[\"a-z!@0-9{}:,]{0,24}",
+            ],
+            rest in "[\"a-z0-9{}:, ]{0,40}",
+        ) {
+            let compact = format!("{{\"{key}\":{gap}{value}{rest}");
+            let spaced = format!("{{ \"{key}\":{gap}{value}{rest}");
+            for rules in [RouteRules::binance_stream(), RouteRules::binance_ws_api(), RouteRules::betfair()] {
+                prop_assert_eq!(
+                    classify(&Bytes::from(compact.clone()), &rules),
+                    classify(&Bytes::from(spaced.clone()), &rules),
+                    "{}", compact
+                );
+            }
+        }
+
         /// Classification looks at the head only: whatever follows byte `scan_len` cannot
         /// change the class. Arbitrary bytes never panic.
         #[test]

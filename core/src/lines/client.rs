@@ -93,6 +93,18 @@ impl LineClient {
     /// # Panics
     /// If `n` exceeds the slice `read_buf` returned (a transport bug).
     pub fn handle_read(&mut self, n: usize) {
+        self.handle_read_offering(n, &mut Some);
+    }
+
+    /// [`handle_read`](Self::handle_read) for an embedding engine with a fast path: each
+    /// complete line is first offered to `take`, as long as no event is queued ahead of it;
+    /// `take` keeps it (`None`) or hands it back (`Some`) to be queued as usual, and every
+    /// line after one handed back is queued too, so order is kept.
+    pub(crate) fn handle_read_offering(
+        &mut self,
+        n: usize,
+        take: &mut impl FnMut(Bytes) -> Option<Bytes>,
+    ) {
         self.rb.commit(n);
         if self.ended.is_some() {
             let all = self.rb.filled().len();
@@ -105,11 +117,17 @@ impl LineClient {
             Err(_) => self.rb.filled().len(),
         };
         let input = self.rb.consume(consumed);
-        self.events.extend(
-            self.ranges
-                .drain(..)
-                .map(|r| LineEvent::Line(input.slice(r))),
-        );
+        for range in self.ranges.drain(..) {
+            let line = input.slice(range);
+            let back = if self.events.is_empty() {
+                take(line)
+            } else {
+                Some(line)
+            };
+            if let Some(line) = back {
+                self.events.push_back(LineEvent::Line(line));
+            }
+        }
         match result {
             Ok(_) => self.rb.set_unknown_length_hint(),
             Err(e) => self.fail(e),

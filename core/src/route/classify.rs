@@ -215,6 +215,44 @@ struct FirstKey {
     key: usize,
     /// A `NotEquals` on this key needs the whole value: the general path decides.
     needs_scan: bool,
+    /// The compact opening `{"key":` as a little-endian integer over its first
+    /// [`PREFIX_BYTES`] bytes, with `prefix_mask` selecting its length; mask 0 when it is
+    /// longer. Servers send compact JSON, so one integer compare usually decides.
+    prefix: u128,
+    prefix_mask: u128,
+}
+
+/// Bytes of a head compared at once on the first-key fast path.
+const PREFIX_BYTES: usize = 16;
+
+impl FirstKey {
+    fn new(key: usize, name: &str, needs_scan: bool) -> Self {
+        let opening = format!("{{\"{name}\":");
+        let (prefix, prefix_mask) = if opening.len() <= PREFIX_BYTES {
+            let mut word = [0u8; PREFIX_BYTES];
+            word[..opening.len()].copy_from_slice(opening.as_bytes());
+            let mask = if opening.len() == PREFIX_BYTES {
+                u128::MAX
+            } else {
+                (1u128 << (8 * opening.len())) - 1
+            };
+            (u128::from_le_bytes(word), mask)
+        } else {
+            (0, 0)
+        };
+        Self {
+            key,
+            needs_scan,
+            prefix,
+            prefix_mask,
+        }
+    }
+
+    /// Offset of the value when `word` (a head's first bytes) opens with this key, compact.
+    fn opens(&self, word: u128) -> Option<usize> {
+        (self.prefix_mask != 0 && word & self.prefix_mask == self.prefix)
+            .then(|| (128 - self.prefix_mask.leading_zeros()) as usize / 8)
+    }
 }
 
 impl Classifier {
@@ -256,7 +294,7 @@ impl Classifier {
                     .iter()
                     .chain(compiled.list(SHUTDOWN))
                     .any(|c| c.key == key && c.test == Test::NotEquals);
-                FirstKey { key, needs_scan }
+                FirstKey::new(key, k, needs_scan)
             })
             .collect();
         Self {
@@ -293,10 +331,32 @@ impl Classifier {
 }
 
 impl Classifier {
+    /// Which of `data_first_keys` the object opens with, and where its value starts: one
+    /// integer compare per key for compact JSON, else the general reader.
+    fn first_key(&self, head: &[u8]) -> Option<(usize, usize)> {
+        let compact = head.get(..PREFIX_BYTES).and_then(|h| {
+            let word = u128::from_le_bytes(h.try_into().ok()?);
+            self.first_keys
+                .iter()
+                .enumerate()
+                .find_map(|(i, k)| Some((i, k.opens(word)?)))
+        });
+        match compact {
+            // Whitespace before the value: the general reader finds where it starts.
+            Some((i, at)) if !matches!(head.get(at), Some(b' ' | b'\t' | b'\r' | b'\n')) => {
+                Some((i, at))
+            }
+            _ => {
+                let c = &self.compiled;
+                first_key_among(head, self.first_keys.iter().map(|k| c.key(k.key)))
+            }
+        }
+    }
+
     /// Data when the first key is one of `data_first_keys`, judged on that key alone.
     fn by_first_key(&self, head: &[u8]) -> Option<Class> {
         let c = &self.compiled;
-        let (which, at) = first_key_among(head, self.first_keys.iter().map(|k| c.key(k.key)))?;
+        let (which, at) = self.first_key(head)?;
         let first = self.first_keys[which];
         if first.needs_scan {
             return None;

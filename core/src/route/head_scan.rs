@@ -84,6 +84,11 @@ pub(crate) fn value_is(head: &[u8], pos: usize, token: &[u8]) -> bool {
     let Some(rest) = head.get(pos..) else {
         return false;
     };
+    // The second byte tells most values apart (`"b…` versus `"!serverShutdown"`) without a
+    // call to `memcmp`.
+    if token.len() >= 2 && rest.get(1) != token.get(1) {
+        return false;
+    }
     if !rest.starts_with(token) {
         return false;
     }

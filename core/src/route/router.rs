@@ -182,6 +182,11 @@ impl<T> Router<T> {
         self.pending.cancel(handle)
     }
 
+    /// The compiled classification rules (for a fast path that routes data itself).
+    pub fn classifier(&self) -> &Classifier {
+        &self.classifier
+    }
+
     /// Routes a text message (or line) by its head.
     pub fn route(&mut self, payload: Bytes) -> Routed<T> {
         match self.classifier.classify(&payload) {

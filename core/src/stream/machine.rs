@@ -16,7 +16,7 @@ use super::timers::{Timer, TimerTable};
 use crate::endpoint::Endpoint;
 use crate::error::{ConfigError, StreamError};
 use crate::rng::{MaskRng, Seed};
-use crate::route::{RequestId, Routed, Router};
+use crate::route::{Class, Extracted, RequestId, Routed, Router};
 use crate::ws::CloseInitiator;
 
 /// Streams per SUBSCRIBE message when (re)subscribing many at once.
@@ -279,7 +279,34 @@ impl Stream {
         let Some(conn) = self.conn.as_mut() else {
             return;
         };
-        conn.handle_read(n);
+        // The fast path: a data message on a stream that already had data goes straight to
+        // the event queue (no engine event, no routing enum). The first data message (its
+        // timer), responses, shutdown notices and whatever follows them in this read take
+        // the general path in `drain_connection`, in order.
+        if self.got_data {
+            let classifier = self.router.classifier();
+            let (events, stats, clocks) = (&mut self.events, &mut self.stats, &mut self.clocks);
+            conn.handle_read_offering(n, &mut |payload, binary| {
+                let (heartbeat, extracted) = if binary {
+                    (false, Extracted::default())
+                } else {
+                    match classifier.classify(&payload) {
+                        Class::Data {
+                            heartbeat,
+                            shutdown: false,
+                            extracted,
+                        } => (heartbeat, extracted),
+                        _ => return Some(payload),
+                    }
+                };
+                stats.received(payload.len());
+                update_clocks(clocks, &extracted);
+                events.push_back(StreamEvent::Data { payload, heartbeat });
+                None
+            });
+        } else {
+            conn.handle_read_offering(n, &mut |payload, _| Some(payload));
+        }
         self.stats.current.last_receive = Some(now);
         self.probing = false;
         if let Some(idle) = self.config.timeouts.idle {
@@ -779,16 +806,7 @@ impl Stream {
                     self.got_data = true;
                     self.timers.stop(Timer::FirstData);
                 }
-                if let [Some(op), initial, clk] = extracted {
-                    let clocks = match &op[..] {
-                        b"mcm" => Some(&mut self.clocks[Feed::Markets as usize]),
-                        b"ocm" => Some(&mut self.clocks[Feed::Orders as usize]),
-                        _ => None,
-                    };
-                    if let Some(c) = clocks {
-                        c.update(initial.as_deref(), clk.as_deref());
-                    }
-                }
+                update_clocks(&mut self.clocks, &extracted);
                 self.events
                     .push_back(StreamEvent::Data { payload, heartbeat });
                 if shutdown {
@@ -1105,5 +1123,18 @@ impl Stream {
             _ => unreachable!("finish is only called with a terminal state"),
         }
         self.state = end;
+    }
+}
+
+/// Records the stream positions a Betfair change message carries (`extracted` holds its `op`,
+/// `initialClk` and `clk`); nothing for other messages.
+fn update_clocks(clocks: &mut [Clocks; 2], extracted: &Extracted) {
+    if let [Some(op), initial, clk] = extracted {
+        let feed = match &op[..] {
+            b"mcm" => Feed::Markets,
+            b"ocm" => Feed::Orders,
+            _ => return,
+        };
+        clocks[feed as usize].update(initial.as_deref(), clk.as_deref());
     }
 }

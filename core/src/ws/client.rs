@@ -220,7 +220,21 @@ impl WebSocketClient {
     /// If `n` exceeds the length of the slice `read_buf` returned (a transport bug).
     pub fn handle_read(&mut self, n: usize) {
         self.rb.commit(n);
-        self.process();
+        self.process(&mut Some);
+    }
+
+    /// [`handle_read`](Self::handle_read) for an embedding engine with a fast path: each
+    /// complete data message is first offered to `take`, as long as no event is queued ahead
+    /// of it; `take` keeps it (`None`) or hands it back (`Some`), and a message handed back,
+    /// like every event after it, is queued as usual. Messages therefore come out in order
+    /// whether taken or queued, and a taken message skips the event queue.
+    pub(crate) fn handle_read_offering(
+        &mut self,
+        n: usize,
+        take: &mut impl FnMut(Message) -> Option<Message>,
+    ) {
+        self.rb.commit(n);
+        self.process(take);
     }
 
     /// Feeds bytes the caller already holds, as if read in pieces of at most
@@ -384,7 +398,7 @@ impl WebSocketClient {
             .push_frame(true, Opcode::Close, &payload[..len], key);
     }
 
-    fn process(&mut self) {
+    fn process(&mut self, take: &mut impl FnMut(Message) -> Option<Message>) {
         loop {
             match &self.phase {
                 Phase::Handshaking { .. } => {
@@ -393,7 +407,7 @@ impl WebSocketClient {
                     }
                 }
                 Phase::Refused { .. } => return self.process_refusal_body(),
-                Phase::Open | Phase::Closing { .. } => return self.process_frames(),
+                Phase::Open | Phase::Closing { .. } => return self.process_frames(take),
                 Phase::Closed | Phase::Failed(_) => {
                     let all = self.rb.filled().len();
                     self.rb.consume(all);
@@ -493,7 +507,7 @@ impl WebSocketClient {
         );
     }
 
-    fn process_frames(&mut self) {
+    fn process_frames(&mut self, take: &mut impl FnMut(Message) -> Option<Message>) {
         let mut decoded = std::mem::take(&mut self.decoded);
         let result = self.decoder.decode(self.rb.filled(), &mut decoded);
         let (consumed, hint) = match result {
@@ -504,16 +518,14 @@ impl WebSocketClient {
         self.rb.set_frame_hint(hint);
         for item in decoded.drain(..) {
             match item {
-                Decoded::Message { kind, payload } => {
-                    self.events.push_back(Event::Message(Message {
+                Decoded::Message { kind, payload } => self.offer(
+                    Message {
                         kind,
                         payload: input.slice(payload),
-                    }))
-                }
-                Decoded::Assembled { kind, payload } => {
-                    self.events
-                        .push_back(Event::Message(Message { kind, payload }));
-                }
+                    },
+                    take,
+                ),
+                Decoded::Assembled { kind, payload } => self.offer(Message { kind, payload }, take),
                 Decoded::Ping(range) => {
                     if matches!(self.phase, Phase::Open) {
                         let key = self.rng.mask_key();
@@ -530,7 +542,19 @@ impl WebSocketClient {
         if let Err(e) = result {
             self.fail(e.into());
         } else if matches!(self.phase, Phase::Closed) {
-            self.process();
+            self.process(take);
+        }
+    }
+
+    /// Hands `message` to `take` unless an event is queued ahead of it (order is kept).
+    fn offer(&mut self, message: Message, take: &mut impl FnMut(Message) -> Option<Message>) {
+        let back = if self.events.is_empty() {
+            take(message)
+        } else {
+            Some(message)
+        };
+        if let Some(m) = back {
+            self.events.push_back(Event::Message(m));
         }
     }
 

@@ -1,0 +1,196 @@
+//! Property: however the peer's bytes are cut into reads, a `Stream` reports the same events,
+//! in the same order, and remembers the same stream positions. Data messages on a stream that
+//! already had data skip the engine's event queue (the fast path), while responses, pings,
+//! fragments and shutdown notices take the general path: the mix below interleaves them so
+//! that every read boundary falls between, and inside, messages of both kinds.
+
+mod common;
+
+use std::time::Duration;
+
+use common::harness::Harness;
+use feedwire_core::testing::server_frame;
+use feedwire_core::{BetfairAuth, BetfairSubscription, StreamConfig};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Item {
+    Data(u16),
+    Binary(u8),
+    Answer,
+    Unsolicited(u8),
+    Error(u8),
+    Ping,
+    Fragmented(u16),
+    NotJson,
+}
+
+fn item() -> impl Strategy<Value = Item> {
+    prop_oneof![
+        8 => any::<u16>().prop_map(Item::Data),
+        1 => any::<u8>().prop_map(Item::Binary),
+        1 => Just(Item::Answer),
+        1 => any::<u8>().prop_map(Item::Unsolicited),
+        1 => any::<u8>().prop_map(Item::Error),
+        1 => Just(Item::Ping),
+        1 => any::<u16>().prop_map(Item::Fragmented),
+        1 => Just(Item::NotJson),
+    ]
+}
+
+/// Reads of these sizes, cycled (then one read of whatever is left per `read_buf`).
+fn chunks() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(prop_oneof![1usize..8, 8usize..300, 300usize..5000], 1..12)
+}
+
+fn feed_in(h: &mut Harness, bytes: &[u8], chunks: &[usize]) {
+    let mut at = 0;
+    for (i, size) in chunks.iter().cycle().enumerate() {
+        if at == bytes.len() || !h.s.is_connected() || i > 100_000 {
+            return;
+        }
+        let buf = h.s.read_buf();
+        let n = buf.len().min(*size).min(bytes.len() - at);
+        buf[..n].copy_from_slice(&bytes[at..at + n]);
+        h.s.handle_read(n, h.now);
+        at += n;
+        h.pump();
+    }
+}
+
+fn binance_bytes(items: &[Item], shutdown_at_end: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let text = |t: String| server_frame(true, 1, t.as_bytes());
+        out.extend(match item {
+            Item::Data(n) if n % 2 == 0 => text(format!(
+                r#"{{"stream":"btcusdt@aggTrade","data":{{"e":"aggTrade","a":{i},"p":"{n}"}}}}"#
+            )),
+            Item::Data(n) => text(format!(r#"{{"e":"trade","t":{i},"p":"{n}"}}"#)),
+            Item::Binary(b) => server_frame(true, 2, &[*b, 0, 0xff]),
+            Item::Answer => text(r#"{"result":null,"id":1}"#.to_owned()),
+            Item::Unsolicited(id) => {
+                text(format!(r#"{{"result":null,"id":{}}}"#, 100 + *id as u32))
+            }
+            Item::Error(id) => text(format!(r#"{{"error":{{"code":2,"msg":"x"}},"id":{id}}}"#)),
+            Item::Ping => server_frame(true, 9, b"hb"),
+            Item::Fragmented(n) => {
+                let whole = format!(r#"{{"e":"depthUpdate","u":{n},"b":[["1.0","2"]]}}"#);
+                let (a, b) = whole.split_at(whole.len() / 2);
+                let mut f = server_frame(false, 1, a.as_bytes());
+                f.extend(server_frame(true, 0, b.as_bytes()));
+                f
+            }
+            Item::NotJson => text("pong".to_owned()),
+        });
+    }
+    if shutdown_at_end {
+        out.extend(server_frame(
+            true,
+            1,
+            br#"{"stream":"!serverShutdown","data":{"e":"serverShutdown","E":1}}"#,
+        ));
+    }
+    out
+}
+
+/// Everything observable: the events (Debug form, payloads included) and what was sent.
+fn binance_run(items: &[Item], shutdown: bool, chunks: &[usize]) -> (String, Vec<(u8, Vec<u8>)>) {
+    let mut h = Harness::new(StreamConfig::binance_stream("ws://127.0.0.1:9/stream"));
+    h.open_ws();
+    h.s.subscribe(&["btcusdt@aggTrade"], h.now).expect("open");
+    h.pump();
+    h.take_events();
+    h.sent.clear();
+    feed_in(&mut h, &binance_bytes(items, shutdown), chunks);
+    h.advance(Duration::from_millis(10));
+    (format!("{:?}", h.take_events()), h.sent_frames())
+}
+
+fn betfair_bytes(items: &[Item]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let line = match item {
+            Item::Data(n) if n % 3 == 0 => {
+                format!(r#"{{"op":"mcm","id":2,"ct":"HEARTBEAT","clk":"H{i}","pt":{n}}}"#)
+            }
+            Item::Data(n) if n % 3 == 1 => format!(
+                r#"{{"op":"mcm","id":2,"initialClk":"I{i}","clk":"C{i}","pt":{n},"mc":[{{"id":"1.2","rc":[]}}]}}"#
+            ),
+            Item::Data(n) => format!(
+                r#"{{"op":"mcm","id":2,"clk":"C{i}","pt":{n},"mc":[{{"id":"1.2","rc":[{{"atb":[[1.5,{n}]],"id":4}}]}}]}}"#
+            ),
+            Item::Binary(b) => format!(r#"{{"op":"ocm","id":3,"clk":"O{b}","pt":1,"oc":[]}}"#),
+            Item::Answer => r#"{"op":"status","id":2,"statusCode":"SUCCESS"}"#.to_owned(),
+            Item::Unsolicited(id) => format!(
+                r#"{{"op":"status","id":{},"statusCode":"SUCCESS"}}"#,
+                100 + *id as u32
+            ),
+            Item::Error(id) => format!(
+                r#"{{"op":"status","id":{},"statusCode":"FAILURE","errorCode":"X"}}"#,
+                100 + *id as u32
+            ),
+            Item::Ping => r#"{"op":"mcm","id":2,"ct":"HEARTBEAT","pt":5}"#.to_owned(),
+            Item::Fragmented(n) => format!(r#" {{ "op" : "mcm", "clk" : "S{n}", "mc" : [] }}"#),
+            Item::NotJson => "pong".to_owned(),
+        };
+        out.extend_from_slice(line.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Events, then the resubscription sent after a reconnect (it carries the clocks seen).
+fn betfair_run(items: &[Item], chunks: &[usize]) -> (String, Vec<String>) {
+    let auth = BetfairAuth {
+        app_key: "k".into(),
+        session: "s".into(),
+    };
+    let mut h = Harness::new(StreamConfig::betfair("tcp://127.0.0.1:9", auth));
+    let sub = BetfairSubscription {
+        filter_json: "{}".into(),
+        data_filter_json: None,
+        heartbeat_ms: None,
+        conflate_ms: None,
+    };
+    h.s.subscribe_markets(sub, h.now).expect("valid");
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"1"}"#);
+    h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS"}"#);
+    h.take_events();
+    feed_in(&mut h, &betfair_bytes(items), chunks);
+    let events = format!("{:?}", h.take_events());
+    h.s.handle_transport_error("reset", h.now);
+    h.advance(Duration::from_secs(30));
+    h.connect();
+    h.sent.clear();
+    h.feed_line(r#"{"op":"connection","connectionId":"2"}"#);
+    h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
+    (events, h.sent_lines())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn binance_events_do_not_depend_on_read_boundaries(
+        items in prop::collection::vec(item(), 1..40),
+        shutdown in any::<bool>(),
+        chunks in chunks(),
+    ) {
+        // Data first, so that what follows can take the fast path.
+        let items = [vec![Item::Data(0)], items].concat();
+        let whole = binance_run(&items, shutdown, &[1 << 20]);
+        prop_assert_eq!(binance_run(&items, shutdown, &chunks), whole);
+    }
+
+    #[test]
+    fn betfair_events_and_clocks_do_not_depend_on_read_boundaries(
+        items in prop::collection::vec(item(), 1..40),
+        chunks in chunks(),
+    ) {
+        let items = [vec![Item::Data(1)], items].concat();
+        let whole = betfair_run(&items, &[1 << 20]);
+        prop_assert_eq!(betfair_run(&items, &chunks), whole);
+    }
+}
