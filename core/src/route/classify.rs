@@ -63,6 +63,7 @@ pub struct Classifier {
     rules: RouteRules,
     needles: Vec<memchr::memmem::Finder<'static>>,
     first_keys: Vec<FirstKey>,
+    first_key_checks: Vec<FirstKeyCheck>,
     compiled: Compiled,
 }
 
@@ -209,24 +210,38 @@ impl Compiled {
 }
 
 /// One of `data_first_keys`, compiled.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct FirstKey {
     /// Its index in [`Compiled::keys`].
     key: usize,
     /// A `NotEquals` on this key needs the whole value: the general path decides.
     needs_scan: bool,
     /// The compact opening `{"key":` as a little-endian integer over its first
-    /// [`PREFIX_BYTES`] bytes, with `prefix_mask` selecting its length; mask 0 when it is
-    /// longer. Servers send compact JSON, so one integer compare usually decides.
+    /// [`PREFIX_BYTES`] bytes, with `prefix_mask` selecting its length; when it is longer,
+    /// mask 0 and prefix 1, which no head matches. Servers send compact JSON, so one integer
+    /// compare usually decides.
     prefix: u128,
     prefix_mask: u128,
+    /// Length of that opening: where the value starts in a compact head.
+    value_at: usize,
+    /// Heartbeat and shutdown conditions on this key, as a range of
+    /// [`Classifier::first_key_checks`].
+    checks: Range<usize>,
+}
+
+/// A heartbeat or shutdown condition on a first key (`Equals` or `Present`).
+#[derive(Debug, Clone)]
+struct FirstKeyCheck {
+    shutdown: bool,
+    /// The token's bytes in `Compiled::token_bytes`; `None` for `Present`.
+    token: Option<Range<usize>>,
 }
 
 /// Bytes of a head compared at once on the first-key fast path.
 const PREFIX_BYTES: usize = 16;
 
 impl FirstKey {
-    fn new(key: usize, name: &str, needs_scan: bool) -> Self {
+    fn new(key: usize, name: &str, needs_scan: bool, checks: Range<usize>) -> Self {
         let opening = format!("{{\"{name}\":");
         let (prefix, prefix_mask) = if opening.len() <= PREFIX_BYTES {
             let mut word = [0u8; PREFIX_BYTES];
@@ -238,20 +253,16 @@ impl FirstKey {
             };
             (u128::from_le_bytes(word), mask)
         } else {
-            (0, 0)
+            (1, 0)
         };
         Self {
             key,
             needs_scan,
             prefix,
             prefix_mask,
+            value_at: opening.len(),
+            checks,
         }
-    }
-
-    /// Offset of the value when `word` (a head's first bytes) opens with this key, compact.
-    fn opens(&self, word: u128) -> Option<usize> {
-        (self.prefix_mask != 0 && word & self.prefix_mask == self.prefix)
-            .then(|| (128 - self.prefix_mask.leading_zeros()) as usize / 8)
     }
 }
 
@@ -284,23 +295,35 @@ impl Classifier {
             .map(|n| memchr::memmem::Finder::new(n.as_bytes()).into_owned())
             .collect();
         let mut compiled = Compiled::new(&rules);
+        let mut first_key_checks = Vec::new();
         let first_keys = rules
             .data_first_keys
             .iter()
             .map(|k| {
                 let key = compiled.index(k);
-                let needs_scan = compiled
-                    .list(HEARTBEAT)
-                    .iter()
-                    .chain(compiled.list(SHUTDOWN))
-                    .any(|c| c.key == key && c.test == Test::NotEquals);
-                FirstKey::new(key, k, needs_scan)
+                let start = first_key_checks.len();
+                let mut needs_scan = false;
+                for (shutdown, list) in [(false, HEARTBEAT), (true, SHUTDOWN)] {
+                    for cond in compiled.list(list).iter().filter(|c| c.key == key) {
+                        let token = match cond.test {
+                            Test::Present => None,
+                            Test::Equals => Some(cond.token.clone()),
+                            Test::NotEquals => {
+                                needs_scan = true;
+                                None
+                            }
+                        };
+                        first_key_checks.push(FirstKeyCheck { shutdown, token });
+                    }
+                }
+                FirstKey::new(key, k, needs_scan, start..first_key_checks.len())
             })
             .collect();
         Self {
             rules,
             needles,
             first_keys,
+            first_key_checks,
             compiled,
         }
     }
@@ -334,44 +357,45 @@ impl Classifier {
     /// Which of `data_first_keys` the object opens with, and where its value starts: one
     /// integer compare per key for compact JSON, else the general reader.
     fn first_key(&self, head: &[u8]) -> Option<(usize, usize)> {
-        let compact = head.get(..PREFIX_BYTES).and_then(|h| {
-            let word = u128::from_le_bytes(h.try_into().ok()?);
-            self.first_keys
-                .iter()
-                .enumerate()
-                .find_map(|(i, k)| Some((i, k.opens(word)?)))
-        });
-        match compact {
-            // Whitespace before the value: the general reader finds where it starts.
-            Some((i, at)) if !matches!(head.get(at), Some(b' ' | b'\t' | b'\r' | b'\n')) => {
-                Some((i, at))
-            }
-            _ => {
-                let c = &self.compiled;
-                first_key_among(head, self.first_keys.iter().map(|k| c.key(k.key)))
+        if let Some(&h) = head.first_chunk::<PREFIX_BYTES>() {
+            let word = u128::from_le_bytes(h);
+            for (i, k) in self.first_keys.iter().enumerate() {
+                if word & k.prefix_mask == k.prefix {
+                    // Whitespace before the value: the general reader finds where it starts.
+                    if matches!(head.get(k.value_at), Some(b' ' | b'\t' | b'\r' | b'\n')) {
+                        break;
+                    }
+                    return Some((i, k.value_at));
+                }
             }
         }
+        let c = &self.compiled;
+        first_key_among(head, self.first_keys.iter().map(|k| c.key(k.key)))
     }
 
     /// Data when the first key is one of `data_first_keys`, judged on that key alone.
     fn by_first_key(&self, head: &[u8]) -> Option<Class> {
         let c = &self.compiled;
         let (which, at) = self.first_key(head)?;
-        let first = self.first_keys[which];
+        let first = &self.first_keys[which];
         if first.needs_scan {
             return None;
         }
-        let holds = |cond: &Cond| {
-            cond.key == first.key
-                && match cond.test {
-                    Test::Present => true,
-                    Test::Equals => value_is(head, at, c.token(cond)),
-                    Test::NotEquals => false,
-                }
-        };
+        let (mut heartbeat, mut shutdown) = (false, false);
+        for check in &self.first_key_checks[first.checks.clone()] {
+            let holds = match &check.token {
+                None => true,
+                Some(token) => value_is(head, at, &c.token_bytes[token.clone()]),
+            };
+            if check.shutdown {
+                shutdown |= holds;
+            } else {
+                heartbeat |= holds;
+            }
+        }
         Some(Class::Data {
-            heartbeat: c.list(HEARTBEAT).iter().any(holds),
-            shutdown: c.list(SHUTDOWN).iter().any(holds),
+            heartbeat,
+            shutdown,
             extracted: Extracted::default(),
         })
     }

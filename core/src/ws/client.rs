@@ -7,6 +7,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::decoder::{Decoded, FrameDecoder};
 use super::event::{CloseFrame, CloseInitiator, Event, Handshake, Message};
+use super::simple_frame::simple_data_frame;
 use crate::config::WsConfig;
 use crate::endpoint::Endpoint;
 use crate::error::{close_code, ConfigError, Error, HandshakeError, SendError};
@@ -507,9 +508,32 @@ impl WebSocketClient {
         );
     }
 
+    /// Alternates between the fast lane (while it may take messages) and the general decoder
+    /// (one frame or fragmented message at a time while the fast lane may resume, else to the
+    /// end of the input).
     fn process_frames(&mut self, take: &mut impl FnMut(Message) -> Option<Message>) {
+        loop {
+            let lane_open = self.events.is_empty();
+            if lane_open && self.decoder.is_idle() {
+                self.take_simple_frames(take);
+            }
+            if !self.decode_general(take, lane_open) {
+                return;
+            }
+        }
+    }
+
+    /// Runs the general decoder; whether it consumed bytes and the connection still takes
+    /// frames (so that the fast lane should look again).
+    fn decode_general(
+        &mut self,
+        take: &mut impl FnMut(Message) -> Option<Message>,
+        until_idle: bool,
+    ) -> bool {
         let mut decoded = std::mem::take(&mut self.decoded);
-        let result = self.decoder.decode(self.rb.filled(), &mut decoded);
+        let result = self
+            .decoder
+            .decode_some(self.rb.filled(), &mut decoded, until_idle);
         let (consumed, hint) = match result {
             Ok(p) => (p.consumed, p.frame_hint),
             Err(_) => (self.rb.filled().len(), 0),
@@ -541,8 +565,44 @@ impl WebSocketClient {
         self.decoded = decoded;
         if let Err(e) = result {
             self.fail(e.into());
+            false
         } else if matches!(self.phase, Phase::Closed) {
             self.process(take);
+            false
+        } else {
+            consumed > 0 && until_idle
+        }
+    }
+
+    /// The fast lane: complete, final, unmasked data frames at the front of the buffer go
+    /// out in one tight loop (header, UTF-8, slice). It stops before the first frame that is
+    /// anything else — or whose text is not valid UTF-8 — and the general decoder takes it
+    /// from there, so every error is reported exactly as without this lane.
+    fn take_simple_frames(&mut self, take: &mut impl FnMut(Message) -> Option<Message>) {
+        let max = self.decoder.max_unfragmented_payload();
+        let filled = self.rb.filled();
+        let mut end = 0;
+        while let Some((text, header, len)) = simple_data_frame(&filled[end..], max) {
+            let payload = &filled[end + header..end + header + len];
+            if text && !crate::utf8::is_valid(payload) {
+                break;
+            }
+            end += header + len;
+        }
+        if end == 0 {
+            return;
+        }
+        let input = self.rb.consume(end);
+        let mut at = 0;
+        while let Some((text, header, len)) = simple_data_frame(&input[at..], max) {
+            let kind = if text {
+                MessageKind::Text
+            } else {
+                MessageKind::Binary
+            };
+            let payload = input.slice(at + header..at + header + len);
+            at += header + len;
+            self.offer(Message { kind, payload }, take);
         }
     }
 

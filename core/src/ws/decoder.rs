@@ -84,6 +84,17 @@ impl FrameDecoder {
         }
     }
 
+    /// Between frames and messages: no header kept, no fragmented message in progress, so the
+    /// next bytes start a frame that may take the fast lane.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.current.is_none() && self.fragmented.is_none()
+    }
+
+    /// Largest payload (bytes) an unfragmented message may have under both limits.
+    pub(crate) fn max_unfragmented_payload(&self) -> usize {
+        self.max_frame_size.min(self.max_message_size)
+    }
+
     /// Decodes complete frames from `input` into `out`. The next call must pass the input
     /// again starting at `Progress::consumed` (plus whatever arrived since). On error, `out`
     /// still holds what was complete before the violation.
@@ -92,8 +103,26 @@ impl FrameDecoder {
         input: &[u8],
         out: &mut Vec<Decoded>,
     ) -> Result<Progress, ProtocolError> {
+        self.decode_some(input, out, false)
+    }
+
+    /// [`decode`](Self::decode), stopping early with `until_idle` as soon as at least one
+    /// frame was decoded and the decoder [`is_idle`](Self::is_idle) (so that the engine's
+    /// fast lane can take over).
+    pub(crate) fn decode_some(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<Decoded>,
+        until_idle: bool,
+    ) -> Result<Progress, ProtocolError> {
         let mut pos = 0;
         loop {
+            if until_idle && pos > 0 && self.is_idle() {
+                return Ok(Progress {
+                    consumed: pos,
+                    frame_hint: 0,
+                });
+            }
             let header = match self.current.take() {
                 Some(h) => h,
                 None => match parse_header(&input[pos..], self.max_frame_size)? {

@@ -4,6 +4,7 @@ mod client;
 mod close;
 mod decoder;
 mod event;
+mod simple_frame;
 
 pub use client::{State, WebSocketClient};
 pub use event::{CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind};
