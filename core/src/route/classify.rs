@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use super::head_scan::{first_key_among, value_is, TopLevelPairs, Value};
+use super::head_scan::{first_key_among, for_each_pair, value_is, Value};
 use super::rules::{Condition, RouteRules};
 
 /// A response's id as found in its head.
@@ -95,8 +95,19 @@ const SHUTDOWN: usize = 3;
 struct Key {
     start: usize,
     len: usize,
-    /// The bytes as a little-endian integer when at most 8 long.
-    packed: Option<u64>,
+    /// Length, first and last byte: equal signatures and equal middles make equal keys, and
+    /// unequal signatures rule a key out in one compare.
+    sig: u32,
+}
+
+#[inline]
+fn signature(key: &[u8]) -> u32 {
+    match (key.first(), key.last()) {
+        (Some(&first), Some(&last)) => {
+            (key.len().min(0xFFFF) as u32) | u32::from(first) << 16 | u32::from(last) << 24
+        }
+        _ => 0,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,14 +127,6 @@ struct Cond {
 
 /// Values of the keys seen, by key index, kept on the stack for up to this many keys.
 const STACK_KEYS: usize = 16;
-
-fn pack(bytes: &[u8]) -> Option<u64> {
-    (bytes.len() <= 8).then(|| {
-        let mut word = [0u8; 8];
-        word[..bytes.len()].copy_from_slice(bytes);
-        u64::from_le_bytes(word)
-    })
-}
 
 impl Compiled {
     fn new(rules: &RouteRules) -> Self {
@@ -179,7 +182,7 @@ impl Compiled {
         self.keys.push(Key {
             start,
             len: key.len(),
-            packed: pack(key.as_bytes()),
+            sig: signature(key.as_bytes()),
         });
         self.keys.len() - 1
     }
@@ -189,15 +192,15 @@ impl Compiled {
         &self.key_bytes[k.start..k.start + k.len]
     }
 
+    #[inline]
     fn key_index(&self, key: &[u8]) -> Option<usize> {
-        let packed = pack(key);
-        self.keys.iter().position(|k| {
-            k.len == key.len()
-                && match (k.packed, packed) {
-                    (Some(a), Some(b)) => a == b,
-                    _ => &self.key_bytes[k.start..k.start + k.len] == key,
-                }
-        })
+        let sig = signature(key);
+        for (i, k) in self.keys.iter().enumerate() {
+            if k.sig == sig && (k.len <= 2 || &self.key_bytes[k.start..k.start + k.len] == key) {
+                return Some(i);
+            }
+        }
+        None
     }
 
     fn list(&self, which: usize) -> &[Cond] {
@@ -335,22 +338,59 @@ impl Classifier {
 
     /// Classifies `payload` by its first `scan_len` bytes.
     pub fn classify(&self, payload: &Bytes) -> Class {
+        match self.verdict(payload) {
+            Verdict::Data {
+                heartbeat,
+                shutdown,
+                extracted,
+            } => Class::Data {
+                heartbeat,
+                shutdown,
+                extracted: extracted.map(|r| r.map(|r| payload.slice(r))),
+            },
+            Verdict::Response { id, is_error } => Class::Response { id, is_error },
+        }
+    }
+
+    /// [`classify`](Self::classify) with extracted values as ranges of `payload`: no
+    /// reference count is taken for values read in place and dropped at once.
+    pub(crate) fn verdict(&self, payload: &Bytes) -> Verdict {
         let head = &payload[..payload.len().min(self.rules.scan_len)];
-        if !self.rules.data_first_keys.is_empty() {
-            if let Some(class) = self.by_first_key(head) {
-                return class;
+        if !self.first_keys.is_empty() {
+            if let Some(verdict) = self.by_first_key(head) {
+                return verdict;
             }
         }
         let prefiltered = !self.needles.is_empty();
         if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
-            return Class::Data {
-                heartbeat: false,
-                shutdown: false,
-                extracted: Extracted::default(),
-            };
+            return Verdict::PLAIN_DATA;
         }
         scan(payload, head, &self.compiled, self.rules.stop_at_composite)
     }
+}
+
+/// What classification found; see [`Classifier::verdict`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// A data message; `extracted` holds ranges of the payload.
+    Data {
+        heartbeat: bool,
+        shutdown: bool,
+        extracted: [Option<Range<usize>>; 3],
+    },
+    /// An endpoint response.
+    Response {
+        id: Option<ResponseId>,
+        is_error: bool,
+    },
+}
+
+impl Verdict {
+    const PLAIN_DATA: Self = Self::Data {
+        heartbeat: false,
+        shutdown: false,
+        extracted: [None, None, None],
+    };
 }
 
 impl Classifier {
@@ -374,7 +414,7 @@ impl Classifier {
     }
 
     /// Data when the first key is one of `data_first_keys`, judged on that key alone.
-    fn by_first_key(&self, head: &[u8]) -> Option<Class> {
+    fn by_first_key(&self, head: &[u8]) -> Option<Verdict> {
         let c = &self.compiled;
         let (which, at) = self.first_key(head)?;
         let first = &self.first_keys[which];
@@ -393,16 +433,16 @@ impl Classifier {
                 heartbeat |= holds;
             }
         }
-        Some(Class::Data {
+        Some(Verdict::Data {
             heartbeat,
             shutdown,
-            extracted: Extracted::default(),
+            extracted: [None, None, None],
         })
     }
 }
 
 /// The structural scan of a head that may hold a rule's key.
-fn scan(payload: &Bytes, head: &[u8], c: &Compiled, stop_at_composite: bool) -> Class {
+fn scan(payload: &Bytes, head: &[u8], c: &Compiled, stop_at_composite: bool) -> Verdict {
     // The first occurrence of each key the rules mention, by key index.
     let mut stack: [Option<Value>; STACK_KEYS] = Default::default();
     let mut heap = Vec::new();
@@ -412,13 +452,17 @@ fn scan(payload: &Bytes, head: &[u8], c: &Compiled, stop_at_composite: bool) -> 
         heap.resize(c.keys.len(), None);
         &mut heap
     };
-    for (key, value) in TopLevelPairs::with_stop(head, stop_at_composite) {
+    // Once every key has a value, later pairs cannot change anything.
+    let mut missing = values.len();
+    for_each_pair(head, stop_at_composite, |key, value| {
         if let Some(i) = c.key_index(&head[key]) {
             if values[i].is_none() {
                 values[i] = Some(value);
+                missing -= 1;
             }
         }
-    }
+        missing > 0
+    });
     let holds = |cond: &Cond| {
         let value = values[cond.key].as_ref();
         match cond.test {
@@ -433,18 +477,18 @@ fn scan(payload: &Bytes, head: &[u8], c: &Compiled, stop_at_composite: bool) -> 
         let id = values[c.id_key]
             .as_ref()
             .and_then(|v| response_id(payload, v));
-        Class::Response {
+        Verdict::Response {
             id,
             is_error: c.list(ERROR).iter().any(holds),
         }
     } else {
-        let mut extracted: Extracted = Default::default();
+        let mut extracted: [Option<Range<usize>>; 3] = Default::default();
         for (slot, key) in extracted.iter_mut().zip(c.extract) {
             if let Some(Value::Str(r)) = key.and_then(|k| values[k].as_ref()) {
-                *slot = Some(payload.slice(r.clone()));
+                *slot = Some(r.clone());
             }
         }
-        Class::Data {
+        Verdict::Data {
             heartbeat: c.list(HEARTBEAT).iter().any(holds),
             shutdown: c.list(SHUTDOWN).iter().any(holds),
             extracted,

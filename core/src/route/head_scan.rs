@@ -31,6 +31,19 @@ impl Value {
     }
 }
 
+/// Bytes that end a number, `true`, `false` or `null`: a table lookup per byte instead of
+/// seven compares (timestamps are 13 digits long).
+const ENDS_TOKEN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    let ends = *b",}] \t\r\n";
+    while i < ends.len() {
+        t[ends[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
 fn skip_ws_from(head: &[u8], mut pos: usize) -> usize {
     while matches!(head.get(pos), Some(b' ' | b'\t' | b'\r' | b'\n')) {
         pos += 1;
@@ -100,7 +113,155 @@ pub(crate) fn value_is(head: &[u8], pos: usize, token: &[u8]) -> bool {
         )
 }
 
-/// Iterator over the top-level pairs in `head`.
+/// Calls `f(key, value)` for each top-level pair of the object `head` opens, in order,
+/// exactly as [`TopLevelPairs`] yields them (a truncated value is reported with its key, then
+/// the walk ends; with `stop_at_composite` the first object or array value is reported
+/// unskipped and ends it); stops early when `f` returns false. One loop with the position in
+/// a local: this runs on every Betfair message.
+pub(crate) fn for_each_pair(
+    head: &[u8],
+    stop_at_composite: bool,
+    mut f: impl FnMut(Range<usize>, Value) -> bool,
+) {
+    let mut pos = skip_ws_from(head, 0);
+    if head.get(pos) != Some(&b'{') {
+        return;
+    }
+    pos += 1;
+    loop {
+        pos = skip_ws_from(head, pos);
+        if head.get(pos) != Some(&b'"') {
+            return;
+        }
+        let Some((key, after)) = string_at(head, pos) else {
+            return;
+        };
+        pos = skip_ws_from(head, after);
+        match head.get(pos) {
+            Some(b':') => {}
+            None => {
+                f(key, Value::Truncated);
+                return;
+            }
+            Some(_) => return,
+        }
+        pos = skip_ws_from(head, pos + 1);
+        let value = match head.get(pos) {
+            Some(b'{' | b'[') if stop_at_composite => {
+                f(key, Value::Composite);
+                return;
+            }
+            Some(b'"') => string_at(head, pos).map(|(content, after)| {
+                pos = after;
+                Value::Str(content)
+            }),
+            Some(b'{' | b'[') => composite_end(head, pos).map(|after| {
+                pos = after;
+                Value::Composite
+            }),
+            Some(_) => {
+                let start = pos;
+                let end = head[start..]
+                    .iter()
+                    .position(|&b| ENDS_TOKEN[usize::from(b)])
+                    .map(|n| start + n);
+                // A token that reaches the end of the head may continue beyond it.
+                end.filter(|&e| e > start).map(|e| {
+                    pos = e;
+                    Value::Token(start..e)
+                })
+            }
+            None => None,
+        };
+        let Some(value) = value else {
+            f(key, Value::Truncated);
+            return;
+        };
+        if !f(key, value) {
+            return;
+        }
+        pos = skip_ws_from(head, pos);
+        if head.get(pos) != Some(&b',') {
+            return;
+        }
+        pos += 1;
+    }
+}
+
+/// At the opening quote `head[at]`: the content range and the offset after the closing quote,
+/// if that quote is inside the head.
+#[inline]
+fn string_at(head: &[u8], at: usize) -> Option<(Range<usize>, usize)> {
+    let start = at + 1;
+    let mut i = start;
+    loop {
+        let end = quote_or_backslash(head.get(i..)?)? + i;
+        if head[end] == b'\\' {
+            i = end + 2; // the escaped byte cannot close the string
+        } else {
+            return Some((start..end, end + 1));
+        }
+    }
+}
+
+/// Offset of the first `"` or `\\` in `bytes`. Eight bytes per step (SWAR): strings in a
+/// head are short, too short for a SIMD search's set-up to pay, and a byte loop costs about
+/// nine instructions per byte.
+#[inline]
+fn quote_or_backslash(bytes: &[u8]) -> Option<usize> {
+    const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
+    // The lowest flagged byte of each mask is exact (false flags only appear above a true
+    // zero byte), so the lowest of their union is the first match.
+    let zero_bytes = |x: u64| x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while let Some(&chunk) = bytes.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        let word = u64::from_le_bytes(chunk);
+        let found = zero_bytes(word ^ QUOTES) | zero_bytes(word ^ BACKSLASHES);
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    bytes[i..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\')
+        .map(|n| i + n)
+}
+
+/// At `{` or `[`: the offset after the matching close, if inside the head. Brackets of both
+/// kinds count as one depth: this is a classifier, not a validator.
+fn composite_end(head: &[u8], at: usize) -> Option<usize> {
+    let (mut depth, mut in_string, mut escaped) = (0u32, false, false);
+    for (i, &b) in head[at..].iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(at + i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Iterator over the top-level pairs in `head`: the plain reference implementation that
+/// [`for_each_pair`] is tested against.
+#[cfg(test)]
 #[derive(Debug)]
 pub(crate) struct TopLevelPairs<'a> {
     head: &'a [u8],
@@ -110,8 +271,8 @@ pub(crate) struct TopLevelPairs<'a> {
     stop_at_composite: bool,
 }
 
+#[cfg(test)]
 impl<'a> TopLevelPairs<'a> {
-    #[cfg(test)]
     pub(crate) fn new(head: &'a [u8]) -> Self {
         Self::with_stop(head, false)
     }
@@ -209,10 +370,10 @@ impl<'a> TopLevelPairs<'a> {
             }
             Some(_) => {
                 let start = self.pos;
-                while matches!(self.peek(), Some(b) if !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n'))
-                {
-                    self.pos += 1;
-                }
+                self.pos = self.head[start..]
+                    .iter()
+                    .position(|&b| ENDS_TOKEN[usize::from(b)])
+                    .map_or(self.head.len(), |n| start + n);
                 // A token that reaches the end of the head may continue beyond it.
                 if self.pos == self.head.len() || self.pos == start {
                     Value::Truncated
@@ -225,6 +386,7 @@ impl<'a> TopLevelPairs<'a> {
     }
 }
 
+#[cfg(test)]
 impl Iterator for TopLevelPairs<'_> {
     /// Key content range and value.
     type Item = (Range<usize>, Value);
@@ -365,6 +527,54 @@ mod tests {
             .collect();
         assert_eq!(got.len(), 3, "{got:?}");
         assert_eq!(got[2], ("mc".to_owned(), Value::Composite));
+    }
+
+    #[test]
+    fn quote_or_backslash_finds_the_first_at_every_offset() {
+        for len in 0..40 {
+            for at in 0..len {
+                for (first, second) in [(b'"', b'\\'), (b'\\', b'"'), (b'"', b'"')] {
+                    let mut bytes = vec![b'a'; len];
+                    // Bytes that trip naive SWAR tricks: 0x80+ and one below the target.
+                    for (i, b) in bytes.iter_mut().enumerate() {
+                        *b = [b'a', 0xA2, b'!', 0xDC, b'['][i % 5];
+                    }
+                    bytes[at] = first;
+                    if at + 1 < len {
+                        bytes[at + 1] = second;
+                    }
+                    assert_eq!(quote_or_backslash(&bytes), Some(at), "{len} {at}");
+                }
+            }
+            let none = vec![b'x'; len];
+            assert_eq!(quote_or_backslash(&none), None);
+        }
+    }
+
+    fn walked(head: &[u8], stop: bool) -> Vec<(Range<usize>, Value)> {
+        let mut out = Vec::new();
+        for_each_pair(head, stop, |k, v| {
+            out.push((k, v));
+            true
+        });
+        out
+    }
+
+    proptest::proptest! {
+        /// The one-loop walk reports exactly what the reference iterator yields, for any
+        /// bytes, both with and without stopping at the first composite.
+        #[test]
+        fn walk_matches_the_reference_iterator(
+            head in proptest::prop_oneof![
+                "[{}\\[\\]\":, a-z0-9\\\\\t]{0,120}",
+                "\\{\"[a-z]{1,3}\":(\"[a-z\\\\\"]{0,6}\"|[0-9]{1,4}|\\[[0-9,\"]{0,8}\\]|\\{\\}) ?,? ?(\"[a-z]{1,3}\" ?: ?(\"[a-z]{0,6}\"|true|\\{\"a\":[1]\\}),?){0,5}\\}?",
+            ],
+        ) {
+            for stop in [false, true] {
+                let reference: Vec<_> = TopLevelPairs::with_stop(head.as_bytes(), stop).collect();
+                proptest::prop_assert_eq!(walked(head.as_bytes(), stop), reference);
+            }
+        }
     }
 
     #[test]

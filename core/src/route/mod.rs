@@ -7,6 +7,7 @@ mod pending;
 mod router;
 mod rules;
 
+pub(crate) use classify::Verdict;
 pub use classify::{classify, Class, Classifier, Extracted, ResponseId};
 pub use pending::{PendingRequests, RequestHandle, RequestId};
 pub use router::{IdStyle, Routed, Router, RouterConfig, TimedOut};

@@ -16,7 +16,7 @@ use super::timers::{Timer, TimerTable};
 use crate::endpoint::Endpoint;
 use crate::error::{ConfigError, StreamError};
 use crate::rng::{MaskRng, Seed};
-use crate::route::{Class, Extracted, RequestId, Routed, Router};
+use crate::route::{RequestId, Routed, Router, Verdict};
 use crate::ws::CloseInitiator;
 
 /// Streams per SUBSCRIBE message when (re)subscribing many at once.
@@ -287,20 +287,22 @@ impl Stream {
             let classifier = self.router.classifier();
             let (events, stats, clocks) = (&mut self.events, &mut self.stats, &mut self.clocks);
             conn.handle_read_offering(n, &mut |payload, binary| {
-                let (heartbeat, extracted) = if binary {
-                    (false, Extracted::default())
+                let heartbeat = if binary {
+                    false
                 } else {
-                    match classifier.classify(&payload) {
-                        Class::Data {
+                    match classifier.verdict(&payload) {
+                        Verdict::Data {
                             heartbeat,
                             shutdown: false,
                             extracted,
-                        } => (heartbeat, extracted),
+                        } => {
+                            update_clocks(clocks, extracted.map(|r| r.map(|r| &payload[r])));
+                            heartbeat
+                        }
                         _ => return Some(payload),
                     }
                 };
                 stats.received(payload.len());
-                update_clocks(clocks, &extracted);
                 events.push_back(StreamEvent::Data { payload, heartbeat });
                 None
             });
@@ -806,7 +808,7 @@ impl Stream {
                     self.got_data = true;
                     self.timers.stop(Timer::FirstData);
                 }
-                update_clocks(&mut self.clocks, &extracted);
+                update_clocks(&mut self.clocks, extracted.each_ref().map(|v| v.as_deref()));
                 self.events
                     .push_back(StreamEvent::Data { payload, heartbeat });
                 if shutdown {
@@ -1128,13 +1130,13 @@ impl Stream {
 
 /// Records the stream positions a Betfair change message carries (`extracted` holds its `op`,
 /// `initialClk` and `clk`); nothing for other messages.
-fn update_clocks(clocks: &mut [Clocks; 2], extracted: &Extracted) {
+fn update_clocks(clocks: &mut [Clocks; 2], extracted: [Option<&[u8]>; 3]) {
     if let [Some(op), initial, clk] = extracted {
-        let feed = match &op[..] {
+        let feed = match op {
             b"mcm" => Feed::Markets,
             b"ocm" => Feed::Orders,
             _ => return,
         };
-        clocks[feed as usize].update(initial.as_deref(), clk.as_deref());
+        clocks[feed as usize].update(initial, clk);
     }
 }
