@@ -15,4 +15,4 @@ mod wire;
 pub use child::{serve_if_child, ChildServer, CHILD_ARG};
 pub use pki::TestPki;
 pub use scenario::Scenario;
-pub use server::{sent_at_us, Fault, Mode, ReplayConfig, ReplayServer};
+pub use server::{sent_at_us, Fault, Mode, ReplayConfig, ReplayServer, STAMP_WITHIN};

@@ -518,12 +518,12 @@ impl Writer {
         let mut out = Vec::new();
         while self.sent < limit {
             let p = &self.shared.payloads[self.sent % self.shared.payloads.len()];
-            let stamped = format!(
-                "{{\"ts_us\":{},{}",
-                now_us(),
-                std::str::from_utf8(&p[1..]).unwrap_or("}")
-            );
-            self.shared.encode(stamped.as_bytes(), &mut out);
+            let at = stamp_offset(p);
+            let mut stamped = Vec::with_capacity(p.len() + 32);
+            stamped.extend_from_slice(&p[..at]);
+            stamped.extend_from_slice(format!("\"ts_us\":{},", now_us()).as_bytes());
+            stamped.extend_from_slice(&p[at..]);
+            self.shared.encode(&stamped, &mut out);
             self.sent += 1;
         }
         if !out.is_empty() {
@@ -609,10 +609,29 @@ impl Writer {
     }
 }
 
-/// The send time a paced server stamped on a message (µs since the Unix epoch): payloads
-/// start `{"ts_us":<digits>,`. Reads at most the first 29 bytes.
+/// Bytes of a payload searched for the send stamp.
+pub const STAMP_WITHIN: usize = 96;
+
+/// Where a paced message's send stamp goes: right after the first pair when its value is a
+/// plain string (`{"stream":"btcusdt@aggTrade",` or `{"op":"mcm",`), so that the message
+/// still opens as the real feed's does (clients may decide by the first key); else first.
+fn stamp_offset(p: &[u8]) -> usize {
+    let after_first_pair = || {
+        let key_end = 2 + memchr::memchr(b'"', p.get(2..)?)?;
+        let value = key_end + 3;
+        (p.starts_with(b"{\"") && p.get(key_end + 1..value)? == b":\"").then_some(())?;
+        let value_end = value + memchr::memchr2(b'"', b'\\', p.get(value..)?)?;
+        (p[value_end] == b'"' && p.get(value_end + 1) == Some(&b',')).then_some(value_end + 2)
+    };
+    after_first_pair().unwrap_or(1).min(p.len())
+}
+
+/// The send time a paced server stamped on a message (µs since the Unix epoch): a
+/// `"ts_us":<digits>` pair within the first [`STAMP_WITHIN`] bytes.
 pub fn sent_at_us(payload: &[u8]) -> Option<u64> {
-    let digits = payload.strip_prefix(b"{\"ts_us\":")?;
+    let head = &payload[..payload.len().min(STAMP_WITHIN)];
+    let key = b"\"ts_us\":";
+    let digits = &head[memchr::memmem::find(head, key)? + key.len()..];
     let mut value = 0u64;
     let mut any = false;
     for &b in digits.iter().take(20) {
@@ -633,10 +652,25 @@ fn now_us() -> u128 {
 
 #[cfg(test)]
 mod tests {
-    use super::sent_at_us;
+    use super::{sent_at_us, stamp_offset};
+
+    #[test]
+    fn the_stamp_follows_the_first_string_pair() {
+        let p = br#"{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade"}}"#;
+        assert_eq!(&p[..stamp_offset(p)], br#"{"stream":"btcusdt@aggTrade","#);
+        let p = br#"{"op":"mcm","id":2}"#;
+        assert_eq!(&p[..stamp_offset(p)], br#"{"op":"mcm","#);
+        for first in [&br#"{"e":1,"x":2}"#[..], br#"{"a":"x"y","b":1}"#, b"[1,2]", b"{", b""] {
+            assert_eq!(stamp_offset(first), 1, "{}", String::from_utf8_lossy(first));
+        }
+    }
 
     #[test]
     fn reads_the_send_stamp() {
+        assert_eq!(
+            sent_at_us(b"{\"stream\":\"x\",\"ts_us\":1700000000123456,\"data\":{}}"),
+            Some(1_700_000_000_123_456)
+        );
         assert_eq!(
             sent_at_us(b"{\"ts_us\":1700000000123456,\"e\":1}"),
             Some(1_700_000_000_123_456)

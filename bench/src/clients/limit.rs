@@ -10,7 +10,7 @@ use crate::recorder::Recorder;
 
 const READ: usize = 256 * 1024;
 /// Bytes of a message's start kept for the latency stamp.
-const HEAD: usize = 32;
+const HEAD: usize = feedwire_replay::STAMP_WITHIN;
 
 pub(super) fn run(target: &Target, mut rec: Recorder) -> Result<(Recorder, Extra), String> {
     let mut sock = TcpStream::connect(&target.addr).map_err(|e| err("connect")(&e))?;
@@ -68,7 +68,6 @@ fn handshake(sock: &mut TcpStream, t: &Target, buf: &mut [u8]) -> Result<(usize,
 }
 
 /// Frame boundaries across reads.
-#[derive(Default)]
 struct Frames {
     /// Payload bytes of the current frame not yet seen.
     left: u64,
@@ -78,6 +77,20 @@ struct Frames {
     header_len: usize,
     head: [u8; HEAD],
     head_len: usize,
+}
+
+impl Default for Frames {
+    fn default() -> Self {
+        Self {
+            left: 0,
+            len: 0,
+            in_frame: false,
+            header: [0; 14],
+            header_len: 0,
+            head: [0; HEAD],
+            head_len: 0,
+        }
+    }
 }
 
 impl Frames {

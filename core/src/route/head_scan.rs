@@ -190,7 +190,7 @@ pub(crate) fn for_each_pair(
 
 /// At the opening quote `head[at]`: the content range and the offset after the closing quote,
 /// if that quote is inside the head.
-#[inline]
+#[inline(always)]
 fn string_at(head: &[u8], at: usize) -> Option<(Range<usize>, usize)> {
     let start = at + 1;
     let mut i = start;
@@ -207,7 +207,7 @@ fn string_at(head: &[u8], at: usize) -> Option<(Range<usize>, usize)> {
 /// Offset of the first `"` or `\\` in `bytes`. Eight bytes per step (SWAR): strings in a
 /// head are short, too short for a SIMD search's set-up to pay, and a byte loop costs about
 /// nine instructions per byte.
-#[inline]
+#[inline(always)]
 fn quote_or_backslash(bytes: &[u8]) -> Option<usize> {
     const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
     const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
