@@ -2,13 +2,19 @@
 //! across reads and across fragments. Each byte is validated once, except that up to 3 bytes
 //! of a character split between pieces are carried and checked when the character completes.
 
-/// Whether `bytes` is valid UTF-8, as one whole message. Market data is nearly all ASCII: an
-/// OR over 32-byte blocks (which the compiler turns into SIMD) settles that in a few
-/// instructions per block, before the general validator's set-up cost is paid.
+/// Whether `bytes` is valid UTF-8, as one whole message. Market data is nearly all ASCII:
+/// for short messages an OR over 32-byte blocks settles that before simdutf8's per-call
+/// set-up is paid (190 B: 7.8 vs 14.6 ns); from [`ASCII_FIRST_UP_TO`] bytes on, simdutf8's
+/// runtime-selected AVX2 path is faster per byte (1 KB: 20.8 vs 28.4 ns; 9 KB: 119 vs 233 ns),
+/// so it goes first.
 #[inline]
 pub(crate) fn is_valid(bytes: &[u8]) -> bool {
-    is_ascii(bytes) || simdutf8::basic::from_utf8(bytes).is_ok()
+    (bytes.len() <= ASCII_FIRST_UP_TO && is_ascii(bytes))
+        || simdutf8::basic::from_utf8(bytes).is_ok()
 }
+
+/// Longest message (bytes) checked for plain ASCII before simdutf8 runs.
+const ASCII_FIRST_UP_TO: usize = 512;
 
 fn is_ascii(bytes: &[u8]) -> bool {
     const BLOCK: usize = 32;

@@ -660,7 +660,13 @@ mod tests {
         assert_eq!(&p[..stamp_offset(p)], br#"{"stream":"btcusdt@aggTrade","#);
         let p = br#"{"op":"mcm","id":2}"#;
         assert_eq!(&p[..stamp_offset(p)], br#"{"op":"mcm","#);
-        for first in [&br#"{"e":1,"x":2}"#[..], br#"{"a":"x"y","b":1}"#, b"[1,2]", b"{", b""] {
+        for first in [
+            &br#"{"e":1,"x":2}"#[..],
+            br#"{"a":"x"y","b":1}"#,
+            b"[1,2]",
+            b"{",
+            b"",
+        ] {
             assert_eq!(stamp_offset(first), 1, "{}", String::from_utf8_lossy(first));
         }
     }

@@ -490,7 +490,11 @@ fn paced_mode_stamps_every_message() {
         .iter()
         .map(|m| {
             // After the first pair, so the message still opens with `"stream"`.
-            assert!(m.starts_with(b"{\"stream\":\""), "{}", String::from_utf8_lossy(m));
+            assert!(
+                m.starts_with(b"{\"stream\":\""),
+                "{}",
+                String::from_utf8_lossy(m)
+            );
             feedwire_replay::sent_at_us(m).expect("stamped")
         })
         .collect();

@@ -1,7 +1,7 @@
 //! The task that drives one stream: wait for a command, readability, writability, a finished
 //! connect, room in the event queue, or the core's next deadline — whichever comes first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,9 +35,12 @@ pub(crate) struct Driver {
     commands: mpsc::UnboundedReceiver<Command>,
     /// Batches of events to the application: one channel operation per read batch, not per
     /// message.
-    events: mpsc::Sender<Vec<StreamEvent>>,
+    events: mpsc::Sender<VecDeque<StreamEvent>>,
     /// The batch being filled; handed over whole when the channel has room.
-    pending: Vec<StreamEvent>,
+    pending: VecDeque<StreamEvent>,
+    /// Emptied batches coming back from the application, reused so that a batch costs no
+    /// allocation (and its memory stays warm) in steady state.
+    spare: mpsc::UnboundedReceiver<VecDeque<StreamEvent>>,
     capacity: usize,
     conn: Option<Conn>,
     connecting: Option<JoinHandle<Result<Conn, OpenError>>>,
@@ -54,6 +57,7 @@ impl Driver {
         // One batch waiting in the channel while the next fills: reading pauses when both are
         // full, so at most about three batches of `capacity` events exist at once.
         let (ev_tx, ev_rx) = mpsc::channel(1);
+        let (spare_tx, spare_rx) = mpsc::unbounded_channel();
         let handle = StreamHandle {
             commands: cmd_tx,
             stats: stream.stats_handle(),
@@ -62,7 +66,8 @@ impl Driver {
             stream,
             commands: cmd_rx,
             events: ev_tx,
-            pending: Vec::new(),
+            pending: VecDeque::new(),
+            spare: spare_rx,
             capacity,
             conn: None,
             connecting: None,
@@ -74,7 +79,8 @@ impl Driver {
             handle,
             Events {
                 rx: ev_rx,
-                batch: Vec::new().into_iter(),
+                batch: VecDeque::new(),
+                spare: spare_tx,
             },
             driver,
         )
@@ -261,6 +267,10 @@ impl Driver {
     /// Moves the core's events to the application queue; answers and timeouts of awaited
     /// requests go to their callers instead (each exactly once).
     fn collect_events(&mut self) {
+        if self.waiting.is_empty() {
+            // Nobody awaits an answer: the whole queue moves at once.
+            self.stream.drain_events_into(&mut self.pending);
+        }
         while let Some(e) = self.stream.poll_event() {
             match e {
                 StreamEvent::Response {
@@ -276,7 +286,7 @@ impl Driver {
                             is_error,
                         }));
                     }
-                    None => self.pending.push(StreamEvent::Response {
+                    None => self.pending.push_back(StreamEvent::Response {
                         id,
                         kind,
                         payload,
@@ -287,9 +297,11 @@ impl Driver {
                     Some(reply) => {
                         let _ = reply.send(Err(CommandError::TimedOut));
                     }
-                    None => self.pending.push(StreamEvent::RequestTimedOut { id, kind }),
+                    None => self
+                        .pending
+                        .push_back(StreamEvent::RequestTimedOut { id, kind }),
                 },
-                other => self.pending.push(other),
+                other => self.pending.push_back(other),
             }
         }
         if self.stream.state().is_terminal() {
@@ -302,7 +314,11 @@ impl Driver {
         if self.pending.is_empty() {
             return;
         }
-        match self.events.try_send(std::mem::take(&mut self.pending)) {
+        let empty = self.spare.try_recv().unwrap_or_default();
+        match self
+            .events
+            .try_send(std::mem::replace(&mut self.pending, empty))
+        {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(batch)) => self.pending = batch,
             Err(mpsc::error::TrySendError::Closed(_)) => {

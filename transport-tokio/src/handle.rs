@@ -1,5 +1,6 @@
 //! The application's side: a cloneable command handle and a bounded event receiver.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -180,18 +181,30 @@ impl StreamHandle {
 /// own.
 #[derive(Debug)]
 pub struct Events {
-    pub(crate) rx: mpsc::Receiver<Vec<StreamEvent>>,
-    pub(crate) batch: std::vec::IntoIter<StreamEvent>,
+    pub(crate) rx: mpsc::Receiver<VecDeque<StreamEvent>>,
+    pub(crate) batch: VecDeque<StreamEvent>,
+    /// Emptied batches go back to the stream's task for reuse.
+    pub(crate) spare: mpsc::UnboundedSender<VecDeque<StreamEvent>>,
 }
 
 impl Events {
     /// The next event; `None` once the stream has ended and every event was taken.
     pub async fn next(&mut self) -> Option<StreamEvent> {
         loop {
-            if let Some(e) = self.batch.next() {
+            if let Some(e) = self.batch.pop_front() {
                 return Some(e);
             }
-            self.batch = self.rx.recv().await?.into_iter();
+            let next = self.rx.recv().await?;
+            self.start(next);
+        }
+    }
+
+    /// Takes `next` as the current batch and returns the emptied one.
+    fn start(&mut self, next: VecDeque<StreamEvent>) {
+        let empty = std::mem::replace(&mut self.batch, next);
+        if empty.capacity() > 0 {
+            // The task may be gone (stream ended): then the buffer is simply dropped.
+            let _ = self.spare.send(empty);
         }
     }
 }
@@ -201,11 +214,11 @@ impl futures_core::Stream for Events {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<StreamEvent>> {
         loop {
-            if let Some(e) = self.batch.next() {
+            if let Some(e) = self.batch.pop_front() {
                 return Poll::Ready(Some(e));
             }
             match self.rx.poll_recv(cx) {
-                Poll::Ready(Some(batch)) => self.batch = batch.into_iter(),
+                Poll::Ready(Some(batch)) => self.start(batch),
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }

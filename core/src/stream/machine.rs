@@ -561,6 +561,18 @@ impl Stream {
         self.events.pop_front()
     }
 
+    /// Moves every queued event, in order, to the back of `out`: the same events
+    /// [`poll_event`](Self::poll_event) would return. When `out` is empty the queues are
+    /// swapped (no event is copied), so a transport that hands events over in batches can
+    /// pass a recycled empty queue and move a whole read's events at once.
+    pub fn drain_events_into(&mut self, out: &mut VecDeque<StreamEvent>) {
+        if out.is_empty() {
+            std::mem::swap(&mut self.events, out);
+        } else {
+            out.append(&mut self.events);
+        }
+    }
+
     /// The earliest deadline at which [`handle_timeout`](Self::handle_timeout) must run.
     #[must_use]
     pub fn poll_timeout(&mut self) -> Option<Instant> {
