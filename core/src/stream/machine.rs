@@ -1024,7 +1024,23 @@ impl Stream {
                 now,
             );
         }
-        let planned = self.planned.take().is_some();
+        let fatal = matches!(
+            reason,
+            EndReason::FatalResponse(_) | EndReason::UserCrash(_)
+        );
+        // A planned reconnect ends with its own reason, however the closing connection then
+        // went (close handshake, reset, or a violation in the bytes after the notice): the
+        // same bytes must give the same report however reads split them, and whether the
+        // engine failed before or after the stream acted on the notice depends on that.
+        let planned = self.planned.take();
+        let reason = match planned.clone() {
+            Some(why) if !fatal => {
+                tracing::debug!(host = %self.endpoint.host, ended = %reason, "planned reconnect: connection ended");
+                why
+            }
+            _ => reason,
+        };
+        let planned = planned.is_some();
         self.release_connection(true);
         self.timers.clear();
         self.outbox.clear();
@@ -1033,10 +1049,6 @@ impl Stream {
             now.saturating_duration_since(t) >= self.config.reconnect.healthy_after
         });
         self.opened_at = None;
-        let fatal = matches!(
-            reason,
-            EndReason::FatalResponse(_) | EndReason::UserCrash(_)
-        );
         if !self.config.reconnect.enabled || fatal {
             let end = match reason {
                 EndReason::ClosedByPeer { code, .. } if !fatal => {

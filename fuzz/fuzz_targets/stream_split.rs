@@ -1,0 +1,88 @@
+//! Arbitrary peer bytes into a whole `Stream` (Binance over WebSocket after a completed
+//! handshake with one subscription pending, or Betfair lines after the greeting and
+//! authentication), fed with arbitrary read splits. Data messages take the stream's fast path
+//! and everything else the general one; checks: no panic, and the events (payloads included)
+//! do not depend on the splits.
+#![no_main]
+
+use std::time::Instant;
+
+use feedwire_core::testing::accept_response;
+use feedwire_core::{BetfairAuth, Stream, StreamConfig, TransportCommand, WsConfig};
+use libfuzzer_sys::fuzz_target;
+
+fn drain(s: &mut Stream, sent: &mut Vec<u8>, events: &mut Vec<String>) {
+    while s.poll_transport().is_some() {}
+    while let Some(chunk) = s.poll_transmit() {
+        sent.extend_from_slice(&chunk);
+    }
+    events.extend(std::iter::from_fn(|| s.poll_event()).map(|e| format!("{e:?}")));
+}
+
+fn feed(s: &mut Stream, now: Instant, data: &[u8], splits: &[u8], events: &mut Vec<String>) {
+    let mut sent = Vec::new();
+    let (mut fed, mut i) = (0, 0);
+    while fed < data.len() && s.is_connected() {
+        let want = splits
+            .get(i % splits.len().max(1))
+            .map_or(usize::MAX, |&n| usize::from(n) + 1);
+        let buf = s.read_buf();
+        let n = buf.len().min(want).min(data.len() - fed);
+        buf[..n].copy_from_slice(&data[fed..fed + n]);
+        s.handle_read(n, now);
+        fed += n;
+        i += 1;
+        drain(s, &mut sent, events);
+    }
+}
+
+fn run(lines: bool, data: &[u8], max_read_size: usize, splits: &[u8]) -> Vec<String> {
+    let now = Instant::now();
+    let mut config = if lines {
+        let auth = BetfairAuth {
+            app_key: "k".into(),
+            session: "s".into(),
+        };
+        StreamConfig::betfair("tcp://127.0.0.1:1", auth)
+    } else {
+        StreamConfig::binance_stream("ws://127.0.0.1:1/stream")
+    };
+    config.ws = WsConfig {
+        max_read_size,
+        max_frame_size: 1 << 20,
+        max_message_size: 1 << 20,
+        ..config.ws
+    };
+    let mut s = Stream::new(config, [5; 32], now).expect("valid config");
+    let (mut sent, mut events) = (Vec::new(), Vec::new());
+    while let Some(c) = s.poll_transport() {
+        assert!(matches!(c, TransportCommand::Connect(_)));
+    }
+    s.handle_connected(now);
+    drain(&mut s, &mut sent, &mut events);
+    let opening: Vec<u8> = if lines {
+        b"{\"op\":\"connection\",\"connectionId\":\"1\"}\r\n{\"op\":\"status\",\"id\":1,\"statusCode\":\"SUCCESS\"}\r\n".to_vec()
+    } else {
+        accept_response(&sent)
+    };
+    feed(&mut s, now, &opening, &[], &mut events);
+    if !lines {
+        let _ = s.subscribe(&["btcusdt@aggTrade"], now);
+    }
+    events.clear();
+    feed(&mut s, now, data, splits, &mut events);
+    s.handle_eof(now);
+    drain(&mut s, &mut Vec::new(), &mut events);
+    events
+}
+
+fuzz_target!(|input: &[u8]| {
+    let [control, nsplits, rest @ ..] = input else { return };
+    let lines = control & 1 == 1;
+    let nsplits = usize::from(*nsplits % 8).min(rest.len());
+    let (splits, data) = rest.split_at(nsplits);
+    let max_read_size = 1 + usize::from(control >> 1) * 37;
+    let reference = run(lines, data, 256 * 1024, &[]);
+    let split = run(lines, data, max_read_size, splits);
+    assert_eq!(reference, split, "events depend on read splits");
+});
