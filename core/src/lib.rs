@@ -20,6 +20,7 @@ mod frame;
 mod handshake;
 mod lines;
 mod mask;
+mod offer;
 mod read_buffer;
 mod rng;
 mod route;

@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use super::framer::{Delimiter, LineFramer};
 use crate::error::LineError;
+use crate::offer::offer_in_order;
 use crate::read_buffer::ReadBuffer;
 use crate::transmit::TransmitQueue;
 
@@ -118,15 +119,7 @@ impl LineClient {
         };
         let input = self.rb.consume(consumed);
         for range in self.ranges.drain(..) {
-            let line = input.slice(range);
-            let back = if self.events.is_empty() {
-                take(line)
-            } else {
-                Some(line)
-            };
-            if let Some(line) = back {
-                self.events.push_back(LineEvent::Line(line));
-            }
+            offer_in_order(&mut self.events, input.slice(range), take, LineEvent::Line);
         }
         match result {
             Ok(_) => self.rb.set_unknown_length_hint(),

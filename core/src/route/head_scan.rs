@@ -325,37 +325,18 @@ impl<'a> TopLevelPairs<'a> {
         }
     }
 
-    /// At `{` or `[`: skips to the matching close; `false` if the head ends first. Brackets
-    /// of both kinds count as one depth: this is a classifier, not a validator. One tight
-    /// loop with its state in locals: nested values fill most heads, so this is the hot part.
+    /// At `{` or `[`: skips to the matching close; `false` if the head ends first.
     fn composite(&mut self) -> bool {
-        let (mut depth, mut in_string, mut escaped) = (0u32, false, false);
-        for (i, &b) in self.head[self.pos..].iter().enumerate() {
-            if in_string {
-                if escaped {
-                    escaped = false;
-                } else if b == b'\\' {
-                    escaped = true;
-                } else if b == b'"' {
-                    in_string = false;
-                }
-                continue;
+        match composite_end(self.head, self.pos) {
+            Some(after) => {
+                self.pos = after;
+                true
             }
-            match b {
-                b'"' => in_string = true,
-                b'{' | b'[' => depth += 1,
-                b'}' | b']' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        self.pos += i + 1;
-                        return true;
-                    }
-                }
-                _ => {}
+            None => {
+                self.pos = self.head.len();
+                false
             }
         }
-        self.pos = self.head.len();
-        false
     }
 
     fn value(&mut self) -> Value {

@@ -13,6 +13,7 @@ use crate::endpoint::Endpoint;
 use crate::error::{close_code, ConfigError, Error, HandshakeError, SendError};
 use crate::frame::Opcode;
 use crate::handshake::{accept_key, build_request, encode_key, parse_response, ParsedResponse};
+use crate::offer::offer_in_order;
 use crate::read_buffer::ReadBuffer;
 use crate::rng::{MaskRng, Seed};
 use crate::transmit::TransmitQueue;
@@ -608,14 +609,7 @@ impl WebSocketClient {
 
     /// Hands `message` to `take` unless an event is queued ahead of it (order is kept).
     fn offer(&mut self, message: Message, take: &mut impl FnMut(Message) -> Option<Message>) {
-        let back = if self.events.is_empty() {
-            take(message)
-        } else {
-            Some(message)
-        };
-        if let Some(m) = back {
-            self.events.push_back(Event::Message(m));
-        }
+        offer_in_order(&mut self.events, message, take, Event::Message);
     }
 
     fn on_peer_close(&mut self, code: u16, reason: Bytes) {
