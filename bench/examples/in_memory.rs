@@ -1,0 +1,121 @@
+//! A scenario's messages through a whole `Stream` in memory: no sockets, no server, no
+//! kernel — the library's own cost per message (decode, UTF-8, classification, statistics,
+//! the event queue), plus one copy into the read buffer as a socket read would make.
+//! Prints the best of `--repeat` passes (the machine is shared; the minimum is the stable
+//! figure). Run it under `valgrind --tool=callgrind` for instruction counts.
+//!
+//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R]`
+#![allow(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
+
+use std::time::Instant;
+
+use feedwire_core::testing::{accept_response, server_frame};
+use feedwire_core::{BetfairAuth, Stream, StreamConfig, StreamEvent};
+use feedwire_replay::Scenario;
+
+/// Largest read handed to the stream, bytes (the default `max_read_size`).
+const READ: usize = 256 * 1024;
+
+fn feed(s: &mut Stream, bytes: &[u8], now: Instant) -> (usize, usize) {
+    let (mut fed, mut messages, mut payload_bytes) = (0, 0, 0);
+    while fed < bytes.len() {
+        let buf = s.read_buf();
+        let n = buf.len().min(bytes.len() - fed).min(READ);
+        buf[..n].copy_from_slice(&bytes[fed..fed + n]);
+        s.handle_read(n, now);
+        fed += n;
+        while let Some(e) = s.poll_event() {
+            if let StreamEvent::Data { payload, .. } = e {
+                messages += 1;
+                payload_bytes += payload.len();
+            }
+        }
+    }
+    (messages, payload_bytes)
+}
+
+/// An open stream for `scenario` and the bytes of `count` of its messages, as the wire has
+/// them (frames, or CRLF lines).
+fn setup(scenario: Scenario, count: usize, now: Instant) -> (Stream, Vec<u8>) {
+    let payloads = scenario.payloads(7);
+    let nth = |i: usize| &payloads[i % payloads.len()];
+    if scenario.is_lines() {
+        let auth = BetfairAuth {
+            app_key: "k".into(),
+            session: "s".into(),
+        };
+        let mut s = Stream::new(
+            StreamConfig::betfair("tcp://127.0.0.1:1", auth),
+            [1; 32],
+            now,
+        )
+        .expect("valid config");
+        while s.poll_transport().is_some() {}
+        s.handle_connected(now);
+        while s.poll_transmit().is_some() {}
+        feed(
+            &mut s,
+            b"{\"op\":\"connection\",\"connectionId\":\"x\"}\r\n{\"op\":\"status\",\"id\":1,\"statusCode\":\"SUCCESS\"}\r\n",
+            now,
+        );
+        let mut bytes = Vec::new();
+        for i in 0..count {
+            bytes.extend_from_slice(nth(i));
+            bytes.extend_from_slice(b"\r\n");
+        }
+        (s, bytes)
+    } else {
+        let config =
+            StreamConfig::binance_stream("ws://127.0.0.1:1/stream?streams=btcusdt@aggTrade");
+        let mut s = Stream::new(config, [1; 32], now).expect("valid config");
+        while s.poll_transport().is_some() {}
+        s.handle_connected(now);
+        let mut request = Vec::new();
+        while let Some(c) = s.poll_transmit() {
+            request.extend_from_slice(&c);
+        }
+        feed(&mut s, &accept_response(&request), now);
+        let bytes = (0..count)
+            .flat_map(|i| server_frame(true, 1, nth(i)))
+            .collect();
+        (s, bytes)
+    }
+}
+
+fn main() -> Result<(), String> {
+    let mut args = std::env::args().skip(1);
+    let name = args
+        .next()
+        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R]")?;
+    let scenario = Scenario::from_name(&name).ok_or_else(|| format!("unknown scenario {name}"))?;
+    let (mut count, mut repeat) = (scenario.default_count(), 5);
+    while let Some(flag) = args.next() {
+        let value: usize = args
+            .next()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("{flag} needs a number"))?;
+        match flag.as_str() {
+            "--count" => count = value,
+            "--repeat" => repeat = value.max(1),
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    let mut best = f64::MAX;
+    for _ in 0..repeat {
+        let now = Instant::now();
+        let (mut s, bytes) = setup(scenario, count, now);
+        let started = Instant::now();
+        let (messages, payload_bytes) = feed(&mut s, &bytes, now);
+        let ns = started.elapsed().as_nanos() as f64 / messages.max(1) as f64;
+        if messages != count {
+            return Err(format!("{messages} of {count} messages came out"));
+        }
+        best = best.min(ns);
+        println!(
+            "{name}: {messages} msgs, {:.1} MB payload, {ns:.1} ns/msg",
+            payload_bytes as f64 / 1e6
+        );
+    }
+    println!("best of {repeat}: {best:.1} ns/msg");
+    Ok(())
+}
