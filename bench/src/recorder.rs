@@ -51,8 +51,9 @@ impl Recorder {
         self.latency.is_some()
     }
 
-    /// One complete data message of `len` bytes; `head` is at least its first `STAMP_WITHIN` bytes (or
-    /// all of it) in latency runs, anything otherwise. Returns true when the run is complete.
+    /// One complete data message of `len` bytes; `head` is at least its first `STAMP_WITHIN`
+    /// bytes (or all of it) in latency runs, anything otherwise. Returns true when the run is
+    /// complete.
     #[inline]
     pub fn on_message(&mut self, len: usize, head: &[u8]) -> bool {
         if self.messages == 0 {

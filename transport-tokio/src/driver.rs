@@ -311,7 +311,9 @@ impl Driver {
     }
 
     fn forward_events(&mut self) {
-        if self.pending.is_empty() {
+        // No room: keep filling this batch (and leave the spare buffers where they are, so
+        // none is taken out only to be dropped).
+        if self.pending.is_empty() || self.events.capacity() == 0 {
             return;
         }
         let empty = self.spare.try_recv().unwrap_or_default();

@@ -1033,14 +1033,14 @@ impl Stream {
         // same bytes must give the same report however reads split them, and whether the
         // engine failed before or after the stream acted on the notice depends on that.
         let planned = self.planned.take();
-        let reason = match planned.clone() {
+        let was_planned = planned.is_some();
+        let reason = match planned {
             Some(why) if !fatal => {
                 tracing::debug!(host = %self.endpoint.host, ended = %reason, "planned reconnect: connection ended");
                 why
             }
             _ => reason,
         };
-        let planned = planned.is_some();
         self.release_connection(true);
         self.timers.clear();
         self.outbox.clear();
@@ -1066,7 +1066,7 @@ impl Stream {
         }
         // `attempt` numbers connection attempts: 1 for the first; a planned reconnect starts
         // the count afresh, a healthy connection makes the next retry a first retry.
-        if planned {
+        if was_planned {
             self.attempt = 0;
         } else if healthy {
             self.attempt = 1;
@@ -1082,7 +1082,7 @@ impl Stream {
                 return self.finish(StreamState::Crashed(gave_up), now);
             }
         }
-        let delay = if planned {
+        let delay = if was_planned {
             std::time::Duration::ZERO
         } else {
             let random = u32::from_ne_bytes(self.rng.mask_key());
@@ -1094,14 +1094,14 @@ impl Stream {
             attempt: self.attempt,
             delay,
             reason,
-            planned,
+            planned: was_planned,
         });
         let at = now + delay;
         self.state = StreamState::Reconnecting {
             attempt: self.attempt,
             at,
         };
-        if planned {
+        if was_planned {
             self.start_connecting(now);
         } else {
             self.timers.set(Timer::Reconnect, at);
