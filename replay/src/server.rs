@@ -402,6 +402,9 @@ impl Writer {
                     wire::push_frame(&mut out, 8, &1000u16.to_be_bytes());
                     wr.write_all(&out).await?;
                 }
+                // Nothing more to send until the client speaks: what TLS still buffers must
+                // go out now, or the last messages wait for the client's next frame.
+                wr.flush().await?;
                 match ctl.recv().await {
                     Some(f) => {
                         if let Next::Done = self.control(wr, f).await? {
@@ -528,6 +531,8 @@ impl Writer {
         }
         if !out.is_empty() {
             wr.write_all(&out).await?;
+            // The next batch is a tick away: nothing may wait in a TLS buffer meanwhile.
+            wr.flush().await?;
         }
         self.fault_due(wr).await
     }

@@ -131,8 +131,9 @@ fn reset_is_a_transport_error_after_the_complete_messages() {
     );
 }
 
-/// A blocking TLS driver: the engine behind the shared TLS layer.
-fn tls_websocket_messages(srv: &ReplayServer) -> Vec<Bytes> {
+/// A blocking TLS driver: the engine behind the shared TLS layer. Sleeps for `lag` before
+/// every read (a reader that falls behind); returns after `until` messages or the end.
+fn tls_websocket_messages(srv: &ReplayServer, until: usize, lag: Duration) -> Vec<Bytes> {
     let roots = srv.pki().unwrap().root_store();
     let mut ws = WebSocketClient::new(&srv.url(), WsConfig::default(), os_seed()).unwrap();
     let mut tls = TlsSession::new(tls_config_with_roots(roots), &ws.endpoint().host).unwrap();
@@ -153,6 +154,10 @@ fn tls_websocket_messages(srv: &ReplayServer) -> Vec<Bytes> {
                 _ => {}
             }
         }
+        if msgs.len() >= until {
+            return msgs;
+        }
+        std::thread::sleep(lag);
         match sock.read(tls.read_buf()).unwrap() {
             0 => {
                 let _ = tls.handle_eof(&mut ws);
@@ -172,13 +177,35 @@ fn websocket_over_tls_with_the_startup_ca() {
     })
     .unwrap();
     assert!(srv.url().starts_with("wss://127.0.0.1:"));
-    let msgs = tls_websocket_messages(&srv);
+    let msgs = tls_websocket_messages(&srv, usize::MAX, Duration::ZERO);
     assert_eq!(msgs.len(), 3_000);
     let payloads = srv.payloads();
     assert!(msgs
         .iter()
         .enumerate()
         .all(|(i, m)| *m == payloads[i % payloads.len()]));
+}
+
+/// A reader that falls behind fills the socket, so the server's last TLS records can be left
+/// in its TLS buffer when it stops writing; held open with nothing more to send, it must flush
+/// them rather than wait for the client to speak (the last messages used to stall there).
+#[test]
+fn tls_firehose_held_open_delivers_the_last_messages_to_a_slow_reader() {
+    // More than loopback's socket buffers hold, so the server ends up blocked on writes;
+    // whether its last records fit is a race, so a few rounds (each stalled about one time in
+    // three before the fix).
+    let count = 20_000;
+    for _ in 0..3 {
+        let srv = ReplayServer::start(ReplayConfig {
+            count: Some(count),
+            tls: true,
+            hold_open: true,
+            ..ReplayConfig::new(Scenario::LargeDepth20)
+        })
+        .unwrap();
+        let msgs = tls_websocket_messages(&srv, count, Duration::from_millis(1));
+        assert_eq!(msgs.len(), count);
+    }
 }
 
 /// Drives a `Stream` over blocking sockets (TLS when the URL says so) until `done` says
