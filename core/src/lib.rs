@@ -51,13 +51,13 @@ pub use route::{
 /// The TLS library, re-exported so that custom `ClientConfig`s and root stores match ours.
 pub use rustls;
 pub use stream::{
-    BetfairAuth, BetfairSubscription, EndReason, Profile, ReconnectPolicy, RequestKind,
-    StatsHandle, StatsSnapshot, Stream, StreamConfig, StreamEvent, StreamState, Timeouts,
-    TransportCommand,
+    BetfairAuth, BetfairSubscription, DataHandler, DataRef, EndReason, Profile, ReconnectPolicy,
+    RequestKind, StatsHandle, StatsSnapshot, Stream, StreamConfig, StreamEvent, StreamState,
+    Timeouts, TransportCommand,
 };
 pub use tls::{
-    default_tls_config, mozilla_roots, tls_config_with_roots, HandshakeOnly, PlaintextSink,
-    StreamInput, TlsError, TlsFailure, TlsSession,
+    default_tls_config, mozilla_roots, tls_config_with_roots, HandshakeOnly, LendingInput,
+    PlaintextSink, StreamInput, TlsError, TlsFailure, TlsSession,
 };
 pub use write_queue::WriteQueue;
 pub use ws::{

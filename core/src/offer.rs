@@ -1,7 +1,73 @@
-//! The ordering rule shared by both engines' fast paths: a complete message is offered to the
-//! embedding stream only while no event is queued ahead of it.
+//! How an embedding stream takes complete messages from an engine's fast path, and the
+//! ordering rule both engines follow: a message is offered only while no event is queued
+//! ahead of it.
 
 use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+/// What the embedding stream does with a complete data message the engine offers it.
+///
+/// Two ways: owned (the message is a `Bytes` slice of the read buffer, handed back if not
+/// taken) and lent (the message is borrowed from the read buffer before the buffer lets go of
+/// it, so that taking it costs no slice, no reference count and no queue entry).
+pub(crate) trait Take {
+    /// Whether the fast lanes lend messages out of the read buffer ([`Take::lend`]) rather
+    /// than cutting owned slices for [`Take::take`].
+    const LENDS: bool;
+    /// A message still in the read buffer; whether it was taken. Called only when `LENDS`.
+    fn lend(&mut self, payload: &[u8], binary: bool) -> bool;
+    /// An owned message; handed back if not taken.
+    fn take(&mut self, payload: Bytes, binary: bool) -> Option<Bytes>;
+}
+
+/// Takes owned messages with `F`, which hands back what it does not take.
+pub(crate) struct Owned<F>(pub F);
+
+impl<F: FnMut(Bytes, bool) -> Option<Bytes>> Take for Owned<F> {
+    const LENDS: bool = false;
+
+    fn lend(&mut self, _: &[u8], _: bool) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn take(&mut self, payload: Bytes, binary: bool) -> Option<Bytes> {
+        (self.0)(payload, binary)
+    }
+}
+
+/// Takes nothing: every message is queued as an event (an engine used on its own).
+pub(crate) struct TakeNothing;
+
+impl Take for TakeNothing {
+    const LENDS: bool = false;
+
+    fn lend(&mut self, _: &[u8], _: bool) -> bool {
+        false
+    }
+
+    fn take(&mut self, payload: Bytes, _: bool) -> Option<Bytes> {
+        Some(payload)
+    }
+}
+
+/// Borrows messages with `F`, which says whether it took each; owned messages (assembled
+/// from fragments, or from the general decoder) are lent too.
+pub(crate) struct Lent<F>(pub F);
+
+impl<F: FnMut(&[u8], bool) -> bool> Take for Lent<F> {
+    const LENDS: bool = true;
+
+    #[inline(always)]
+    fn lend(&mut self, payload: &[u8], binary: bool) -> bool {
+        (self.0)(payload, binary)
+    }
+
+    fn take(&mut self, payload: Bytes, binary: bool) -> Option<Bytes> {
+        (!(self.0)(&payload, binary)).then_some(payload)
+    }
+}
 
 /// Offers `item` to `take` if `queue` is empty, else queues it (as `wrap(item)`); an item
 /// `take` hands back is queued too. Once anything is queued, every later item is queued
@@ -10,7 +76,7 @@ use std::collections::VecDeque;
 pub(crate) fn offer_in_order<T, E>(
     queue: &mut VecDeque<E>,
     item: T,
-    take: &mut impl FnMut(T) -> Option<T>,
+    take: impl FnOnce(T) -> Option<T>,
     wrap: impl FnOnce(T) -> E,
 ) {
     let back = if queue.is_empty() {

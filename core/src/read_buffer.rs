@@ -147,6 +147,18 @@ impl ReadBuffer {
         self.buf.split_to(n).freeze()
     }
 
+    /// Removes the first `n` unconsumed bytes without handing them out (they were lent and
+    /// are done with): no slice, no reference count.
+    pub(crate) fn discard(&mut self, n: usize) {
+        assert!(
+            n <= self.filled,
+            "discard({n}) beyond the {} filled bytes",
+            self.filled
+        );
+        self.filled -= n;
+        bytes::Buf::advance(&mut self.buf, n);
+    }
+
     /// Announces that the frame at offset 0 is `total` bytes long (header included), so the
     /// next reads can be sized for it. 0 clears the hint.
     pub(crate) fn set_frame_hint(&mut self, total: usize) {
@@ -347,6 +359,26 @@ mod tests {
         let held = rb.consume(3000);
         rb.extend(&[b'c'; 5000]);
         assert!(held.iter().all(|&b| b == b'a' || b == b'b'));
+    }
+
+    #[test]
+    fn discarded_bytes_leave_the_block_free_for_reuse() {
+        let mut rb = ReadBuffer::new(1024);
+        rb.extend(&[b'a'; 1500]);
+        let first = rb.filled().as_ptr() as usize;
+        let block = rb.capacity();
+        rb.discard(1400);
+        assert_eq!(rb.filled(), &[b'a'; 100][..]);
+        rb.extend(&[b'b'; 1000]);
+        let base = rb.filled().as_ptr() as usize;
+        assert_eq!(
+            base, first,
+            "nothing was handed out of the discarded bytes: the tail moved to the block's front"
+        );
+        assert_eq!(rb.capacity(), block);
+        assert_eq!(&rb.filled()[..100], &[b'a'; 100][..]);
+        assert_eq!(&rb.filled()[100..], &[b'b'; 1000][..]);
+        assert_eq!(&rb.consume(1100)[..2], b"aa");
     }
 
     #[test]

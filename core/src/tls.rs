@@ -310,3 +310,29 @@ impl PlaintextSink for StreamInput<'_> {
         self.stream.is_connected()
     }
 }
+
+/// [`StreamInput`] for a stream that lends its data messages to `on_data` (see
+/// [`crate::Stream::handle_read_with`]).
+#[derive(Debug)]
+pub struct LendingInput<'a, F> {
+    /// The stream.
+    pub stream: &'a mut crate::Stream,
+    /// When the ciphertext was read.
+    pub now: std::time::Instant,
+    /// Called with each data message the stream lends.
+    pub on_data: F,
+}
+
+impl<F: FnMut(crate::DataRef<'_>)> PlaintextSink for LendingInput<'_, F> {
+    fn read_buf(&mut self) -> &mut [u8] {
+        self.stream.read_buf()
+    }
+
+    fn handle_read(&mut self, n: usize) {
+        self.stream.handle_read_with(n, self.now, &mut self.on_data);
+    }
+
+    fn accepts_input(&self) -> bool {
+        self.stream.is_connected()
+    }
+}

@@ -2,15 +2,18 @@
 //! in the same order, and remembers the same stream positions. Data messages on a stream that
 //! already had data skip the engine's event queue (the fast path), while responses, pings,
 //! fragments and shutdown notices take the general path: the mix below interleaves them so
-//! that every read boundary falls between, and inside, messages of both kinds.
+//! that every read boundary falls between, and inside, messages of both kinds. Lending
+//! (`handle_read_with`, data borrowed from the read buffer) must report exactly what queueing
+//! does, in the same order, for any split.
 
 mod common;
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
-use feedwire_core::{BetfairAuth, BetfairSubscription, StreamConfig};
+use feedwire_core::{BetfairAuth, BetfairSubscription, StreamConfig, StreamEvent};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -43,7 +46,15 @@ fn chunks() -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(prop_oneof![1usize..8, 8usize..300, 300usize..5000], 1..12)
 }
 
-fn feed_in(h: &mut Harness, bytes: &[u8], chunks: &[usize]) {
+/// How the test reads: queueing every event, or lending data messages (recorded as the
+/// `Data` event they stand for, in the order they were lent).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Queue,
+    Lend,
+}
+
+fn feed_in(h: &mut Harness, bytes: &[u8], chunks: &[usize], mode: Mode) {
     let mut at = 0;
     for (i, size) in chunks.iter().cycle().enumerate() {
         if at == bytes.len() || !h.s.is_connected() || i > 100_000 {
@@ -52,7 +63,18 @@ fn feed_in(h: &mut Harness, bytes: &[u8], chunks: &[usize]) {
         let buf = h.s.read_buf();
         let n = buf.len().min(*size).min(bytes.len() - at);
         buf[..n].copy_from_slice(&bytes[at..at + n]);
-        h.s.handle_read(n, h.now);
+        match mode {
+            Mode::Queue => h.s.handle_read(n, h.now),
+            Mode::Lend => {
+                let events = &mut h.events;
+                h.s.handle_read_with(n, h.now, |d| {
+                    events.push(StreamEvent::Data {
+                        payload: Bytes::copy_from_slice(d.payload),
+                        heartbeat: d.heartbeat,
+                    })
+                });
+            }
+        }
         at += n;
         h.pump();
     }
@@ -102,6 +124,7 @@ fn binance_run(
     shutdown: bool,
     trailing: &[u8],
     chunks: &[usize],
+    mode: Mode,
 ) -> (String, Vec<(u8, Vec<u8>)>) {
     let mut h = Harness::new(StreamConfig::binance_stream("ws://127.0.0.1:9/stream"));
     h.open_ws();
@@ -109,7 +132,12 @@ fn binance_run(
     h.pump();
     h.take_events();
     h.sent.clear();
-    feed_in(&mut h, &binance_bytes(items, shutdown, trailing), chunks);
+    feed_in(
+        &mut h,
+        &binance_bytes(items, shutdown, trailing),
+        chunks,
+        mode,
+    );
     h.advance(Duration::from_millis(10));
     (format!("{:?}", h.take_events()), h.sent_frames())
 }
@@ -148,7 +176,7 @@ fn betfair_bytes(items: &[Item]) -> Vec<u8> {
 }
 
 /// Events, then the resubscription sent after a reconnect (it carries the clocks seen).
-fn betfair_run(items: &[Item], chunks: &[usize]) -> (String, Vec<String>) {
+fn betfair_run(items: &[Item], chunks: &[usize], mode: Mode) -> (String, Vec<String>) {
     let auth = BetfairAuth {
         app_key: "k".into(),
         session: "s".into(),
@@ -165,7 +193,7 @@ fn betfair_run(items: &[Item], chunks: &[usize]) -> (String, Vec<String>) {
     h.feed_line(r#"{"op":"connection","connectionId":"1"}"#);
     h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS"}"#);
     h.take_events();
-    feed_in(&mut h, &betfair_bytes(items), chunks);
+    feed_in(&mut h, &betfair_bytes(items), chunks, mode);
     let events = format!("{:?}", h.take_events());
     h.s.handle_transport_error("reset", h.now);
     h.advance(Duration::from_secs(30));
@@ -188,9 +216,14 @@ proptest! {
     ) {
         // Data first, so that what follows can take the fast path.
         let items = [vec![Item::Data(0)], items].concat();
-        let whole = binance_run(&items, shutdown, &trailing, &[1 << 20]);
-        let split = binance_run(&items, shutdown, &trailing, &chunks);
+        let whole = binance_run(&items, shutdown, &trailing, &[1 << 20], Mode::Queue);
+        let split = binance_run(&items, shutdown, &trailing, &chunks, Mode::Queue);
         prop_assert_eq!(&split.0, &whole.0);
+        // Same reads, lent instead of queued: everything identical, the bytes sent included.
+        for (reads, queued) in [(&[1 << 20][..], &whole), (&chunks, &split)] {
+            let lent = binance_run(&items, shutdown, &trailing, reads, Mode::Lend);
+            prop_assert_eq!(&lent, queued, "lending must not change what is reported or sent");
+        }
         // What was sent, too, while the connection ended normally. Not after a crash (a
         // fatal answer drops the connection at once, so a pong queued in the same read is
         // never handed out, while one read earlier it was), and not when garbage followed a
@@ -208,7 +241,9 @@ proptest! {
         chunks in chunks(),
     ) {
         let items = [vec![Item::Data(1)], items].concat();
-        let whole = betfair_run(&items, &[1 << 20]);
-        prop_assert_eq!(betfair_run(&items, &chunks), whole);
+        let whole = betfair_run(&items, &[1 << 20], Mode::Queue);
+        prop_assert_eq!(betfair_run(&items, &chunks, Mode::Queue), whole.clone());
+        prop_assert_eq!(betfair_run(&items, &[1 << 20], Mode::Lend), whole.clone());
+        prop_assert_eq!(betfair_run(&items, &chunks, Mode::Lend), whole);
     }
 }

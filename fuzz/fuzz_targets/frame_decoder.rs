@@ -23,7 +23,9 @@ fn run(data: &[u8], max_read_size: usize, splits: &[u8]) -> Vec<Event> {
     let mut fed = 0;
     let mut i = 0;
     while fed < data.len() {
-        let want = splits.get(i % splits.len().max(1)).map_or(usize::MAX, |&s| usize::from(s) + 1);
+        let want = splits
+            .get(i % splits.len().max(1))
+            .map_or(usize::MAX, |&s| usize::from(s) + 1);
         let buf = ws.read_buf();
         let n = buf.len().min(want).min(data.len() - fed);
         buf[..n].copy_from_slice(&data[fed..fed + n]);
@@ -39,7 +41,9 @@ fn run(data: &[u8], max_read_size: usize, splits: &[u8]) -> Vec<Event> {
 }
 
 fuzz_target!(|input: &[u8]| {
-    let [control, nsplits, rest @ ..] = input else { return };
+    let [control, nsplits, rest @ ..] = input else {
+        return;
+    };
     let nsplits = usize::from(*nsplits % 8).min(rest.len());
     let (splits, data) = rest.split_at(nsplits);
     let max_read_size = 1 + usize::from(*control) * 37;

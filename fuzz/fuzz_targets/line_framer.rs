@@ -10,7 +10,9 @@ fn run(data: &[u8], max_read_size: usize, splits: &[u8]) -> Vec<LineEvent> {
     let mut events = Vec::new();
     let (mut fed, mut i) = (0, 0);
     while fed < data.len() {
-        let want = splits.get(i % splits.len().max(1)).map_or(usize::MAX, |&s| usize::from(s) + 1);
+        let want = splits
+            .get(i % splits.len().max(1))
+            .map_or(usize::MAX, |&s| usize::from(s) + 1);
         let buf = c.read_buf();
         let n = buf.len().min(want).min(data.len() - fed);
         buf[..n].copy_from_slice(&data[fed..fed + n]);
@@ -25,7 +27,9 @@ fn run(data: &[u8], max_read_size: usize, splits: &[u8]) -> Vec<LineEvent> {
 }
 
 fuzz_target!(|input: &[u8]| {
-    let [control, nsplits, rest @ ..] = input else { return };
+    let [control, nsplits, rest @ ..] = input else {
+        return;
+    };
     let nsplits = usize::from(*nsplits % 8).min(rest.len());
     let (splits, data) = rest.split_at(nsplits);
     let reference = run(data, 64 * 1024, &[]);
@@ -33,7 +37,10 @@ fuzz_target!(|input: &[u8]| {
     assert_eq!(reference, split, "lines depend on read splits");
     for e in &reference {
         if let LineEvent::Line(l) = e {
-            assert!(!l.windows(2).any(|w| w == b"\r\n"), "delimiter inside a line");
+            assert!(
+                !l.windows(2).any(|w| w == b"\r\n"),
+                "delimiter inside a line"
+            );
         }
     }
 });

@@ -2,13 +2,15 @@
 //! handshake with one subscription pending, or Betfair lines after the greeting and
 //! authentication), fed with arbitrary read splits. Data messages take the stream's fast path
 //! and everything else the general one; checks: no panic, and the events (payloads included)
-//! do not depend on the splits.
+//! do not depend on the splits, nor on whether data messages are queued or lent
+//! (`handle_read_with`; a lent message is recorded as the `Data` event it stands for).
 #![no_main]
 
 use std::time::Instant;
 
+use bytes::Bytes;
 use feedwire_core::testing::accept_response;
-use feedwire_core::{BetfairAuth, Stream, StreamConfig, TransportCommand, WsConfig};
+use feedwire_core::{BetfairAuth, Stream, StreamConfig, StreamEvent, TransportCommand, WsConfig};
 use libfuzzer_sys::fuzz_target;
 
 fn drain(s: &mut Stream, sent: &mut Vec<u8>, events: &mut Vec<String>) {
@@ -19,7 +21,14 @@ fn drain(s: &mut Stream, sent: &mut Vec<u8>, events: &mut Vec<String>) {
     events.extend(std::iter::from_fn(|| s.poll_event()).map(|e| format!("{e:?}")));
 }
 
-fn feed(s: &mut Stream, now: Instant, data: &[u8], splits: &[u8], events: &mut Vec<String>) {
+fn feed(
+    s: &mut Stream,
+    now: Instant,
+    data: &[u8],
+    splits: &[u8],
+    lend: bool,
+    events: &mut Vec<String>,
+) {
     let mut sent = Vec::new();
     let (mut fed, mut i) = (0, 0);
     while fed < data.len() && s.is_connected() {
@@ -29,14 +38,24 @@ fn feed(s: &mut Stream, now: Instant, data: &[u8], splits: &[u8], events: &mut V
         let buf = s.read_buf();
         let n = buf.len().min(want).min(data.len() - fed);
         buf[..n].copy_from_slice(&data[fed..fed + n]);
-        s.handle_read(n, now);
+        if lend {
+            s.handle_read_with(n, now, |d| {
+                let event = StreamEvent::Data {
+                    payload: Bytes::copy_from_slice(d.payload),
+                    heartbeat: d.heartbeat,
+                };
+                events.push(format!("{event:?}"));
+            });
+        } else {
+            s.handle_read(n, now);
+        }
         fed += n;
         i += 1;
         drain(s, &mut sent, events);
     }
 }
 
-fn run(lines: bool, data: &[u8], max_read_size: usize, splits: &[u8]) -> Vec<String> {
+fn run(lines: bool, data: &[u8], max_read_size: usize, splits: &[u8], lend: bool) -> Vec<String> {
     let now = Instant::now();
     let mut config = if lines {
         let auth = BetfairAuth {
@@ -65,24 +84,30 @@ fn run(lines: bool, data: &[u8], max_read_size: usize, splits: &[u8]) -> Vec<Str
     } else {
         accept_response(&sent)
     };
-    feed(&mut s, now, &opening, &[], &mut events);
+    feed(&mut s, now, &opening, &[], false, &mut events);
     if !lines {
         let _ = s.subscribe(&["btcusdt@aggTrade"], now);
     }
     events.clear();
-    feed(&mut s, now, data, splits, &mut events);
+    feed(&mut s, now, data, splits, lend, &mut events);
     s.handle_eof(now);
     drain(&mut s, &mut Vec::new(), &mut events);
     events
 }
 
 fuzz_target!(|input: &[u8]| {
-    let [control, nsplits, rest @ ..] = input else { return };
+    let [control, nsplits, rest @ ..] = input else {
+        return;
+    };
     let lines = control & 1 == 1;
     let nsplits = usize::from(*nsplits % 8).min(rest.len());
     let (splits, data) = rest.split_at(nsplits);
-    let max_read_size = 1 + usize::from(control >> 1) * 37;
-    let reference = run(lines, data, 256 * 1024, &[]);
-    let split = run(lines, data, max_read_size, splits);
-    assert_eq!(reference, split, "events depend on read splits");
+    let max_read_size = 1 + usize::from((control >> 1) & 0x3F) * 37;
+    let lend = control & 0x80 != 0;
+    let reference = run(lines, data, 256 * 1024, &[], false);
+    let split = run(lines, data, max_read_size, splits, lend);
+    assert_eq!(
+        reference, split,
+        "events depend on read splits (lending: {lend})"
+    );
 });

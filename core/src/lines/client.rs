@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::framer::{Delimiter, LineFramer};
 use crate::error::LineError;
-use crate::offer::offer_in_order;
+use crate::offer::{offer_in_order, Take, TakeNothing};
 use crate::read_buffer::ReadBuffer;
 use crate::transmit::TransmitQueue;
 
@@ -94,18 +94,14 @@ impl LineClient {
     /// # Panics
     /// If `n` exceeds the slice `read_buf` returned (a transport bug).
     pub fn handle_read(&mut self, n: usize) {
-        self.handle_read_offering(n, &mut Some);
+        self.handle_read_offering(n, &mut TakeNothing);
     }
 
     /// [`handle_read`](Self::handle_read) for an embedding engine with a fast path: each
-    /// complete line is first offered to `take`, as long as no event is queued ahead of it;
-    /// `take` keeps it (`None`) or hands it back (`Some`) to be queued as usual, and every
-    /// line after one handed back is queued too, so order is kept.
-    pub(crate) fn handle_read_offering(
-        &mut self,
-        n: usize,
-        take: &mut impl FnMut(Bytes) -> Option<Bytes>,
-    ) {
+    /// complete line is first offered to `take` (lent or owned, see [`Take`]), as long as no
+    /// event is queued ahead of it; a line not taken is queued as usual, and every line after
+    /// it is queued too, so order is kept.
+    pub(crate) fn handle_read_offering<T: Take>(&mut self, n: usize, take: &mut T) {
         self.rb.commit(n);
         if self.ended.is_some() {
             let all = self.rb.filled().len();
@@ -117,9 +113,34 @@ impl LineClient {
             Ok(c) => c,
             Err(_) => self.rb.filled().len(),
         };
-        let input = self.rb.consume(consumed);
-        for range in self.ranges.drain(..) {
-            offer_in_order(&mut self.events, input.slice(range), take, LineEvent::Line);
+        // Lending: lines are lent from the buffer while taken; the buffer lets go of them
+        // without a slice each, and the rest (from the first line not taken, or all of them
+        // if an event is queued already) is queued in order.
+        let mut lent = 0;
+        let mut skip = 0;
+        if T::LENDS && self.events.is_empty() {
+            let filled = self.rb.filled();
+            lent = self
+                .ranges
+                .iter()
+                .take_while(|r| take.lend(&filled[r.start..r.end], false))
+                .count();
+            skip = self.ranges.get(lent).map_or(consumed, |r| r.start);
+            self.rb.discard(skip);
+        }
+        let input = self.rb.consume(consumed - skip);
+        for range in self.ranges.drain(..).skip(lent) {
+            let line = input.slice(range.start - skip..range.end - skip);
+            if T::LENDS {
+                self.events.push_back(LineEvent::Line(line));
+            } else {
+                offer_in_order(
+                    &mut self.events,
+                    line,
+                    |line| take.take(line, false),
+                    LineEvent::Line,
+                );
+            }
         }
         match result {
             Ok(_) => self.rb.set_unknown_length_hint(),

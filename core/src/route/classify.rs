@@ -348,13 +348,17 @@ impl Classifier {
                 shutdown,
                 extracted: extracted.map(|r| r.map(|r| payload.slice(r))),
             },
-            Verdict::Response { id, is_error } => Class::Response { id, is_error },
+            Verdict::Response { id, is_error } => Class::Response {
+                id: id.and_then(|v| response_id(payload, &v)),
+                is_error,
+            },
         }
     }
 
-    /// [`classify`](Self::classify) with extracted values as ranges of `payload`: no
-    /// reference count is taken for values read in place and dropped at once.
-    pub(crate) fn verdict(&self, payload: &Bytes) -> Verdict {
+    /// [`classify`](Self::classify) on borrowed bytes, with extracted values and the response
+    /// id as ranges of `payload`: no reference count is taken for values read in place and
+    /// dropped at once.
+    pub(crate) fn verdict(&self, payload: &[u8]) -> Verdict {
         let head = &payload[..payload.len().min(self.rules.scan_len)];
         if !self.first_keys.is_empty() {
             if let Some(verdict) = self.by_first_key(head) {
@@ -365,7 +369,7 @@ impl Classifier {
         if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
             return Verdict::PLAIN_DATA;
         }
-        scan(payload, head, &self.compiled, self.rules.stop_at_composite)
+        scan(head, &self.compiled, self.rules.stop_at_composite)
     }
 }
 
@@ -378,11 +382,8 @@ pub(crate) enum Verdict {
         shutdown: bool,
         extracted: [Option<Range<usize>>; 3],
     },
-    /// An endpoint response.
-    Response {
-        id: Option<ResponseId>,
-        is_error: bool,
-    },
+    /// An endpoint response; `id` is the raw value of its id key (see [`response_id`]).
+    Response { id: Option<Value>, is_error: bool },
 }
 
 impl Verdict {
@@ -442,7 +443,7 @@ impl Classifier {
 }
 
 /// The structural scan of a head that may hold a rule's key.
-fn scan(payload: &Bytes, head: &[u8], c: &Compiled, stop_at_composite: bool) -> Verdict {
+fn scan(head: &[u8], c: &Compiled, stop_at_composite: bool) -> Verdict {
     // The first occurrence of each key the rules mention, by key index.
     let mut stack: [Option<Value>; STACK_KEYS] = Default::default();
     let mut heap = Vec::new();
@@ -474,11 +475,8 @@ fn scan(payload: &Bytes, head: &[u8], c: &Compiled, stop_at_composite: bool) -> 
         }
     };
     if c.list(RESPONSE).iter().any(holds) {
-        let id = values[c.id_key]
-            .as_ref()
-            .and_then(|v| response_id(payload, v));
         Verdict::Response {
-            id,
+            id: values[c.id_key].clone(),
             is_error: c.list(ERROR).iter().any(holds),
         }
     } else {

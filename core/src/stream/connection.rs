@@ -8,8 +8,9 @@ use super::event::EndReason;
 use crate::config::WsConfig;
 use crate::error::{close_code, ConfigError};
 use crate::lines::{Delimiter, LineClient, LineEvent};
+use crate::offer::Take;
 use crate::rng::Seed;
-use crate::ws::{CloseInitiator, Event, Message, MessageKind, WebSocketClient};
+use crate::ws::{CloseInitiator, Event, MessageKind, WebSocketClient};
 
 /// What the engine of one connection reports, reduced to what the stream acts on.
 #[derive(Debug)]
@@ -58,20 +59,10 @@ impl Connection {
     /// Reads `n` bytes, offering each complete message to `take(payload, binary)` while no
     /// event is queued ahead of it (see [`WebSocketClient::handle_read_offering`]); what
     /// `take` hands back comes out of [`next_event`](Self::next_event), in order.
-    pub(crate) fn handle_read_offering(
-        &mut self,
-        n: usize,
-        take: &mut impl FnMut(Bytes, bool) -> Option<Bytes>,
-    ) {
+    pub(crate) fn handle_read_offering(&mut self, n: usize, take: &mut impl Take) {
         match self {
-            Self::Ws(c) => c.handle_read_offering(n, &mut |m: Message| {
-                let binary = m.kind == MessageKind::Binary;
-                take(m.payload, binary).map(|payload| Message {
-                    kind: m.kind,
-                    payload,
-                })
-            }),
-            Self::Lines(c) => c.handle_read_offering(n, &mut |line| take(line, false)),
+            Self::Ws(c) => c.handle_read_offering(n, take),
+            Self::Lines(c) => c.handle_read_offering(n, take),
         }
     }
 

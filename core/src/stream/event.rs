@@ -158,6 +158,39 @@ pub enum RequestKind {
     Heartbeat,
 }
 
+/// A data message lent by [`crate::Stream::handle_read_with`]: the payload lies in the read
+/// buffer and is borrowed for the duration of the callback only (copy what must outlive it).
+/// It is exactly what [`StreamEvent::Data`] would have carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DataRef<'a> {
+    /// The payload, borrowed from the read buffer.
+    pub payload: &'a [u8],
+    /// A protocol heartbeat (Betfair `"ct":"HEARTBEAT"`).
+    pub heartbeat: bool,
+}
+
+/// Receives a stream's data messages in place, and its other events, in order: what an
+/// adapter calls when the application asks for data to be lent rather than queued. It runs
+/// on the adapter's thread or task and must not block.
+pub trait DataHandler {
+    /// A data message, borrowed from the stream's read buffer for this call only: no copy,
+    /// no allocation, no event. Every data message arrives here, lent or (when it was queued
+    /// behind another event) read from its event.
+    fn on_data(&mut self, data: DataRef<'_>);
+    /// Any other event.
+    fn on_event(&mut self, event: StreamEvent);
+
+    /// Hands over a queued event: data to [`on_data`](Self::on_data), the rest to
+    /// [`on_event`](Self::on_event).
+    fn deliver(&mut self, event: StreamEvent) {
+        match event.as_data() {
+            Some(d) => self.on_data(d),
+            None => self.on_event(event),
+        }
+    }
+}
+
 /// An event from [`crate::Stream::poll_event`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -247,4 +280,18 @@ pub enum StreamEvent {
     },
     /// Terminal: crashed.
     Crashed(EndReason),
+}
+
+impl StreamEvent {
+    /// A [`StreamEvent::Data`] as the [`DataRef`] it would have been lent as, so that code
+    /// reading lent messages can take queued ones the same way.
+    pub fn as_data(&self) -> Option<DataRef<'_>> {
+        match self {
+            Self::Data { payload, heartbeat } => Some(DataRef {
+                payload,
+                heartbeat: *heartbeat,
+            }),
+            _ => None,
+        }
+    }
 }

@@ -9,14 +9,15 @@ use bytes::Bytes;
 use super::backoff::reconnect_delay;
 use super::config::{Profile, StreamConfig};
 use super::connection::{ConnEvent, Connection};
-use super::event::{EndReason, RequestKind, StreamEvent, StreamState, TransportCommand};
+use super::event::{DataRef, EndReason, RequestKind, StreamEvent, StreamState, TransportCommand};
 use super::profile::{self, BetfairSubscription, Clocks, Template};
 use super::stats::{Stats, StatsHandle};
 use super::timers::{Timer, TimerTable};
 use crate::endpoint::Endpoint;
 use crate::error::{ConfigError, StreamError};
+use crate::offer::{Lent, Owned, TakeNothing};
 use crate::rng::{MaskRng, Seed};
-use crate::route::{RequestId, Routed, Router, Verdict};
+use crate::route::{Classifier, RequestId, Routed, Router, Verdict};
 use crate::ws::CloseInitiator;
 
 /// Streams per SUBSCRIBE message when (re)subscribing many at once.
@@ -286,29 +287,65 @@ impl Stream {
         if self.got_data {
             let classifier = self.router.classifier();
             let (events, stats, clocks) = (&mut self.events, &mut self.stats, &mut self.clocks);
-            conn.handle_read_offering(n, &mut |payload, binary| {
-                let heartbeat = if binary {
-                    false
-                } else {
-                    match classifier.verdict(&payload) {
-                        Verdict::Data {
-                            heartbeat,
-                            shutdown: false,
-                            extracted,
-                        } => {
-                            update_clocks(clocks, extracted.map(|r| r.map(|r| &payload[r])));
-                            heartbeat
+            conn.handle_read_offering(
+                n,
+                &mut Owned(|payload: Bytes, binary| {
+                    match plain_data(classifier, clocks, &payload, binary) {
+                        Some(heartbeat) => {
+                            stats.received(payload.len());
+                            events.push_back(StreamEvent::Data { payload, heartbeat });
+                            None
                         }
-                        _ => return Some(payload),
+                        None => Some(payload),
                     }
-                };
-                stats.received(payload.len());
-                events.push_back(StreamEvent::Data { payload, heartbeat });
-                None
-            });
+                }),
+            );
         } else {
-            conn.handle_read_offering(n, &mut |payload, _| Some(payload));
+            conn.handle_read_offering(n, &mut TakeNothing);
         }
+        self.after_read(now);
+    }
+
+    /// [`handle_read`](Self::handle_read) that lends data messages to `on_data` instead of
+    /// queueing them: each payload is borrowed from the read buffer during the call (no
+    /// slice, no reference count, no event), in arrival order. Everything else — and any
+    /// data message that arrives behind an event not yet polled — is queued as usual, so
+    /// calling `on_data` for what this lends and then draining
+    /// [`poll_event`](Self::poll_event) sees every message in arrival order. Lending starts
+    /// only with an empty event queue; the first data message of each connection is queued
+    /// (it stops the first-data timer on the general path).
+    pub fn handle_read_with(
+        &mut self,
+        n: usize,
+        now: Instant,
+        mut on_data: impl FnMut(DataRef<'_>),
+    ) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        if !(self.got_data && self.events.is_empty()) {
+            return self.handle_read(n, now);
+        }
+        let classifier = self.router.classifier();
+        let (stats, clocks) = (&mut self.stats, &mut self.clocks);
+        conn.handle_read_offering(
+            n,
+            &mut Lent(|payload: &[u8], binary| {
+                match plain_data(classifier, clocks, payload, binary) {
+                    Some(heartbeat) => {
+                        stats.received(payload.len());
+                        on_data(DataRef { payload, heartbeat });
+                        true
+                    }
+                    None => false,
+                }
+            }),
+        );
+        self.after_read(now);
+    }
+
+    /// What every read does after the engine took the bytes: timers, then the events.
+    fn after_read(&mut self, now: Instant) {
         self.stats.current.last_receive = Some(now);
         self.probing = false;
         if let Some(idle) = self.config.timeouts.idle {
@@ -1149,6 +1186,32 @@ impl Stream {
             _ => unreachable!("finish is only called with a terminal state"),
         }
         self.state = end;
+    }
+}
+
+/// The fast path's judgement of a message on a stream that already had data: `Some(heartbeat)`
+/// for plain data (its Betfair clocks recorded), `None` for anything the general path must
+/// route (a response, a shutdown notice).
+#[inline(always)]
+fn plain_data(
+    classifier: &Classifier,
+    clocks: &mut [Clocks; 2],
+    payload: &[u8],
+    binary: bool,
+) -> Option<bool> {
+    if binary {
+        return Some(false);
+    }
+    match classifier.verdict(payload) {
+        Verdict::Data {
+            heartbeat,
+            shutdown: false,
+            extracted,
+        } => {
+            update_clocks(clocks, extracted.map(|r| r.map(|r| &payload[r])));
+            Some(heartbeat)
+        }
+        _ => None,
     }
 }
 

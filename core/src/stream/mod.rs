@@ -11,7 +11,9 @@ mod stats;
 mod timers;
 
 pub use config::{BetfairAuth, Profile, ReconnectPolicy, StreamConfig, Timeouts};
-pub use event::{EndReason, RequestKind, StreamEvent, StreamState, TransportCommand};
+pub use event::{
+    DataHandler, DataRef, EndReason, RequestKind, StreamEvent, StreamState, TransportCommand,
+};
 pub use machine::Stream;
 pub use profile::BetfairSubscription;
 pub use stats::{StatsHandle, StatsSnapshot};

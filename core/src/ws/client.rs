@@ -13,7 +13,7 @@ use crate::endpoint::Endpoint;
 use crate::error::{close_code, ConfigError, Error, HandshakeError, SendError};
 use crate::frame::Opcode;
 use crate::handshake::{accept_key, build_request, encode_key, parse_response, ParsedResponse};
-use crate::offer::offer_in_order;
+use crate::offer::{offer_in_order, Take, TakeNothing};
 use crate::read_buffer::ReadBuffer;
 use crate::rng::{MaskRng, Seed};
 use crate::transmit::TransmitQueue;
@@ -222,19 +222,15 @@ impl WebSocketClient {
     /// If `n` exceeds the length of the slice `read_buf` returned (a transport bug).
     pub fn handle_read(&mut self, n: usize) {
         self.rb.commit(n);
-        self.process(&mut Some);
+        self.process(&mut TakeNothing);
     }
 
     /// [`handle_read`](Self::handle_read) for an embedding engine with a fast path: each
-    /// complete data message is first offered to `take`, as long as no event is queued ahead
-    /// of it; `take` keeps it (`None`) or hands it back (`Some`), and a message handed back,
-    /// like every event after it, is queued as usual. Messages therefore come out in order
-    /// whether taken or queued, and a taken message skips the event queue.
-    pub(crate) fn handle_read_offering(
-        &mut self,
-        n: usize,
-        take: &mut impl FnMut(Message) -> Option<Message>,
-    ) {
+    /// complete data message is first offered to `take` (lent or owned, see [`Take`]), as
+    /// long as no event is queued ahead of it; a message `take` does not take, like every
+    /// event after it, is queued as usual. Messages therefore come out in order whether taken
+    /// or queued, and a taken message skips the event queue.
+    pub(crate) fn handle_read_offering(&mut self, n: usize, take: &mut impl Take) {
         self.rb.commit(n);
         self.process(take);
     }
@@ -400,7 +396,7 @@ impl WebSocketClient {
             .push_frame(true, Opcode::Close, &payload[..len], key);
     }
 
-    fn process(&mut self, take: &mut impl FnMut(Message) -> Option<Message>) {
+    fn process(&mut self, take: &mut impl Take) {
         loop {
             match &self.phase {
                 Phase::Handshaking { .. } => {
@@ -512,7 +508,7 @@ impl WebSocketClient {
     /// Alternates between the fast lane (while it may take messages) and the general decoder
     /// (one frame or fragmented message at a time while the fast lane may resume, else to the
     /// end of the input).
-    fn process_frames(&mut self, take: &mut impl FnMut(Message) -> Option<Message>) {
+    fn process_frames(&mut self, take: &mut impl Take) {
         loop {
             let lane_open = self.events.is_empty();
             if lane_open && self.decoder.is_idle() {
@@ -526,11 +522,7 @@ impl WebSocketClient {
 
     /// Runs the general decoder; whether it consumed bytes and the connection still takes
     /// frames (so that the fast lane should look again).
-    fn decode_general(
-        &mut self,
-        take: &mut impl FnMut(Message) -> Option<Message>,
-        until_idle: bool,
-    ) -> bool {
+    fn decode_general(&mut self, take: &mut impl Take, until_idle: bool) -> bool {
         let mut decoded = std::mem::take(&mut self.decoded);
         let result = self
             .decoder
@@ -579,7 +571,10 @@ impl WebSocketClient {
     /// out in one tight loop (header, UTF-8, slice). It stops before the first frame that is
     /// anything else — or whose text is not valid UTF-8 — and the general decoder takes it
     /// from there, so every error is reported exactly as without this lane.
-    fn take_simple_frames(&mut self, take: &mut impl FnMut(Message) -> Option<Message>) {
+    fn take_simple_frames<T: Take>(&mut self, take: &mut T) {
+        if T::LENDS {
+            return self.lend_simple_frames(take);
+        }
         let max = self.decoder.max_unfragmented_payload();
         let filled = self.rb.filled();
         let mut end = 0;
@@ -609,9 +604,50 @@ impl WebSocketClient {
         }
     }
 
+    /// The fast lane for a stream that borrows: each frame is validated and lent in one
+    /// pass while it is still in the buffer, and the buffer lets go of the lent frames
+    /// without cutting a slice for any of them. A frame the stream does not take is queued
+    /// (which closes the lane: everything after it is queued behind it).
+    fn lend_simple_frames(&mut self, take: &mut impl Take) {
+        let max = self.decoder.max_unfragmented_payload();
+        let filled = self.rb.filled();
+        let mut end = 0;
+        let mut declined = None;
+        while let Some((text, header, len)) = simple_data_frame(&filled[end..], max) {
+            let payload = &filled[end + header..end + header + len];
+            if text && !crate::utf8::is_valid(payload) {
+                break;
+            }
+            if !take.lend(payload, !text) {
+                declined = Some((text, header, len));
+                break;
+            }
+            end += header + len;
+        }
+        self.rb.discard(end);
+        if let Some((text, header, len)) = declined {
+            let frame = self.rb.consume(header + len);
+            self.events.push_back(Event::Message(Message {
+                kind: if text {
+                    MessageKind::Text
+                } else {
+                    MessageKind::Binary
+                },
+                payload: frame.slice(header..),
+            }));
+        }
+    }
+
     /// Hands `message` to `take` unless an event is queued ahead of it (order is kept).
-    fn offer(&mut self, message: Message, take: &mut impl FnMut(Message) -> Option<Message>) {
-        offer_in_order(&mut self.events, message, take, Event::Message);
+    fn offer(&mut self, message: Message, take: &mut impl Take) {
+        let Message { kind, payload } = message;
+        let binary = kind == MessageKind::Binary;
+        offer_in_order(
+            &mut self.events,
+            payload,
+            |payload| take.take(payload, binary),
+            |payload| Event::Message(Message { kind, payload }),
+        );
     }
 
     fn on_peer_close(&mut self, code: u16, reason: Bytes) {

@@ -1,0 +1,192 @@
+//! `Stream::handle_read_with`: data messages lent from the read buffer, everything else
+//! queued — and never a message out of order, even with an event left unpolled.
+
+mod common;
+
+use common::harness::Harness;
+use feedwire_core::testing::server_frame;
+use feedwire_core::{BetfairAuth, BetfairSubscription, StreamConfig, StreamEvent};
+
+/// Reads `bytes` in one `handle_read_with`; returns what was lent (payload, heartbeat) and
+/// then the events queued, without polling anything before the read.
+fn lend(h: &mut Harness, bytes: &[u8]) -> (Vec<(String, bool)>, Vec<StreamEvent>) {
+    let buf = h.s.read_buf();
+    buf[..bytes.len()].copy_from_slice(bytes);
+    let mut lent = Vec::new();
+    h.s.handle_read_with(bytes.len(), h.now, |d| {
+        lent.push((
+            String::from_utf8(d.payload.to_vec()).expect("utf8"),
+            d.heartbeat,
+        ));
+    });
+    h.pump();
+    (lent, h.take_events())
+}
+
+fn frames(texts: &[&str]) -> Vec<u8> {
+    texts
+        .iter()
+        .flat_map(|t| server_frame(true, 1, t.as_bytes()))
+        .collect()
+}
+
+fn data_payload(e: &StreamEvent) -> Option<&[u8]> {
+    match e {
+        StreamEvent::Data { payload, .. } => Some(payload),
+        _ => None,
+    }
+}
+
+fn binance() -> Harness {
+    let mut h = Harness::new(StreamConfig::binance_stream("ws://127.0.0.1:9/stream"));
+    h.open_ws();
+    h.s.subscribe(&["a@trade"], h.now).expect("open");
+    h.pump();
+    h.take_events();
+    h
+}
+
+#[test]
+fn data_is_lent_and_a_response_queued_behind_it_in_order() {
+    let mut h = binance();
+    // The first data message of a connection takes the general path (it stops the
+    // first-data timer): queued, not lent.
+    let (lent, events) = lend(&mut h, &frames(&[r#"{"e":"trade","t":1}"#]));
+    assert!(lent.is_empty());
+    assert_eq!(
+        data_payload(&events[0]),
+        Some(&br#"{"e":"trade","t":1}"#[..])
+    );
+
+    let (lent, events) = lend(
+        &mut h,
+        &frames(&[
+            r#"{"e":"trade","t":2}"#,
+            r#"{"e":"trade","t":3}"#,
+            r#"{"result":null,"id":1}"#,
+            r#"{"e":"trade","t":4}"#,
+        ]),
+    );
+    assert_eq!(
+        lent,
+        vec![
+            (r#"{"e":"trade","t":2}"#.to_owned(), false),
+            (r#"{"e":"trade","t":3}"#.to_owned(), false)
+        ]
+    );
+    // The answer to SUBSCRIBE, then the message behind it: queued, in order.
+    assert!(
+        matches!(events[0], StreamEvent::Subscribed { .. }),
+        "{events:?}"
+    );
+    assert_eq!(
+        data_payload(&events[1]),
+        Some(&br#"{"e":"trade","t":4}"#[..])
+    );
+    assert_eq!(events.len(), 2);
+    let stats = h.s.stats_handle().snapshot();
+    assert_eq!(stats.messages_received, 5, "lent messages are counted too");
+}
+
+#[test]
+fn nothing_is_lent_ahead_of_an_unpolled_event() {
+    let mut h = binance();
+    h.feed_text(r#"{"e":"trade","t":1}"#);
+    h.take_events();
+    // A response read and left in the queue (not polled)…
+    let buf = h.s.read_buf();
+    let answer = frames(&[r#"{"result":null,"id":1}"#]);
+    buf[..answer.len()].copy_from_slice(&answer);
+    h.s.handle_read(answer.len(), h.now);
+    // …so the next read's data must queue behind it rather than be lent ahead of it.
+    let (lent, events) = lend(&mut h, &frames(&[r#"{"e":"trade","t":2}"#]));
+    assert!(lent.is_empty(), "{lent:?}");
+    assert!(
+        matches!(events[0], StreamEvent::Subscribed { .. }),
+        "{events:?}"
+    );
+    assert_eq!(
+        data_payload(&events[1]),
+        Some(&br#"{"e":"trade","t":2}"#[..])
+    );
+}
+
+#[test]
+fn fragmented_and_binary_messages_are_lent_too() {
+    let mut h = binance();
+    h.feed_text(r#"{"e":"trade","t":1}"#);
+    h.take_events();
+    let mut bytes = server_frame(false, 1, br#"{"e":"tr"#);
+    bytes.extend(server_frame(true, 0, br#"ade","t":2}"#));
+    bytes.extend(server_frame(true, 2, b"bin"));
+    let (lent, events) = lend(&mut h, &bytes);
+    assert_eq!(
+        lent,
+        vec![
+            (r#"{"e":"trade","t":2}"#.to_owned(), false),
+            ("bin".to_owned(), false)
+        ]
+    );
+    assert!(events.is_empty(), "{events:?}");
+}
+
+#[test]
+fn betfair_lines_are_lent_with_heartbeat_flags_and_clocks_kept() {
+    let auth = BetfairAuth {
+        app_key: "k".into(),
+        session: "s".into(),
+    };
+    let mut h = Harness::new(StreamConfig::betfair("tcp://127.0.0.1:9", auth));
+    let sub = BetfairSubscription {
+        filter_json: "{}".into(),
+        data_filter_json: None,
+        heartbeat_ms: None,
+        conflate_ms: None,
+    };
+    h.s.subscribe_markets(sub, h.now).expect("valid");
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"1"}"#);
+    h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS"}"#);
+    h.feed_line(r#"{"op":"mcm","id":2,"initialClk":"I0","clk":"C0","ct":"SUB_IMAGE","mc":[]}"#);
+    h.take_events();
+    let (lent, events) = lend(
+        &mut h,
+        b"{\"op\":\"mcm\",\"id\":2,\"clk\":\"C1\",\"mc\":[]}\r\n\
+          {\"op\":\"mcm\",\"id\":2,\"ct\":\"HEARTBEAT\",\"clk\":\"C2\"}\r\n\
+          {\"op\":\"status\",\"id\":9,\"statusCode\":\"SUCCESS\"}\r\n\
+          {\"op\":\"mcm\",\"id\":2,\"clk\":\"C3\",\"mc\":[]}\r\n\
+          {\"op\":\"mcm\",\"id\":2,",
+    );
+    assert_eq!(
+        lent,
+        vec![
+            (
+                r#"{"op":"mcm","id":2,"clk":"C1","mc":[]}"#.to_owned(),
+                false
+            ),
+            (
+                r#"{"op":"mcm","id":2,"ct":"HEARTBEAT","clk":"C2"}"#.to_owned(),
+                true
+            ),
+        ]
+    );
+    assert!(
+        matches!(events[0], StreamEvent::UnsolicitedResponse { .. }),
+        "{events:?}"
+    );
+    assert_eq!(
+        data_payload(&events[1]),
+        Some(&br#"{"op":"mcm","id":2,"clk":"C3","mc":[]}"#[..])
+    );
+    assert_eq!(events.len(), 2, "the partial line waits: {events:?}");
+    // The resubscription after a reconnect carries the last clock, lent or queued.
+    h.s.handle_transport_error("reset", h.now);
+    h.advance(std::time::Duration::from_secs(30));
+    h.connect();
+    h.sent.clear();
+    h.feed_line(r#"{"op":"connection","connectionId":"2"}"#);
+    h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
+    let sent = h.sent_lines().join("\n");
+    assert!(sent.contains(r#""clk":"C3""#), "{sent}");
+    assert!(sent.contains(r#""initialClk":"I0""#), "{sent}");
+}
