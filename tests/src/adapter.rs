@@ -46,6 +46,23 @@ pub trait Session {
     fn drop_events(&mut self);
 }
 
+/// A lending handler that copies each message into a channel as the `Data` event it stands
+/// for, and forwards every other event.
+struct Forward(std::sync::mpsc::Sender<StreamEvent>);
+
+impl feedwire_mio::DataHandler for Forward {
+    fn on_data(&mut self, data: feedwire_core::DataRef<'_>) {
+        let _ = self.0.send(StreamEvent::Data {
+            payload: Bytes::copy_from_slice(data.payload),
+            heartbeat: data.heartbeat,
+        });
+    }
+
+    fn on_event(&mut self, event: StreamEvent) {
+        let _ = self.0.send(event);
+    }
+}
+
 /// The tokio adapter behind the facade: one runtime (one worker thread) per session, so the
 /// stream runs while the scenario sleeps.
 #[derive(Debug, Default)]
@@ -54,7 +71,15 @@ pub struct TokioAdapter;
 struct TokioSession {
     rt: tokio::runtime::Runtime,
     handle: feedwire_tokio::StreamHandle,
-    events: Option<feedwire_tokio::Events>,
+    events: Option<TokioEvents>,
+}
+
+/// Where a tokio session's events come from.
+enum TokioEvents {
+    /// The adapter's own receiver.
+    Adapter(feedwire_tokio::Events),
+    /// Copied out of a lending handler on the stream's task.
+    Lent(std::sync::mpsc::Receiver<StreamEvent>),
 }
 
 impl Adapter for TokioAdapter {
@@ -64,37 +89,77 @@ impl Adapter for TokioAdapter {
         roots: Option<RootCertStore>,
         event_capacity: usize,
     ) -> Box<dyn Session> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("tokio runtime");
-        let options = feedwire_tokio::TokioOptions {
-            tls: roots.map(feedwire_core::tls_config_with_roots),
-            event_capacity,
-            ..feedwire_tokio::TokioOptions::default()
-        };
-        let (handle, events) = rt
-            .block_on(async { feedwire_tokio::connect(config, options) })
-            .expect("valid config");
-        Box::new(TokioSession {
-            rt,
-            handle,
-            events: Some(events),
-        })
+        start_tokio(config, roots, event_capacity, false)
     }
+}
+
+/// The tokio adapter with data lent to a handler on the stream's task
+/// ([`feedwire_tokio::connect_lending`]), copied into the facade's channel as the `Data`
+/// events they stand for. The handler cannot push back, so the scenarios about a full or
+/// dropped receiver do not apply.
+#[derive(Debug, Default)]
+pub struct TokioLendAdapter;
+
+impl Adapter for TokioLendAdapter {
+    fn start(
+        &self,
+        config: StreamConfig,
+        roots: Option<RootCertStore>,
+        event_capacity: usize,
+    ) -> Box<dyn Session> {
+        start_tokio(config, roots, event_capacity, true)
+    }
+}
+
+/// One runtime (one worker thread) running `config`.
+fn start_tokio(
+    config: StreamConfig,
+    roots: Option<RootCertStore>,
+    event_capacity: usize,
+    lend: bool,
+) -> Box<dyn Session> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let options = feedwire_tokio::TokioOptions {
+        tls: roots.map(feedwire_core::tls_config_with_roots),
+        event_capacity,
+        ..feedwire_tokio::TokioOptions::default()
+    };
+    let guard = rt.enter();
+    let (handle, events) = if lend {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = feedwire_tokio::connect_lending(config, options, Forward(tx));
+        (handle.expect("valid config"), TokioEvents::Lent(rx))
+    } else {
+        let (handle, events) = feedwire_tokio::connect(config, options).expect("valid config");
+        (handle, TokioEvents::Adapter(events))
+    };
+    drop(guard);
+    Box::new(TokioSession {
+        rt,
+        handle,
+        events: Some(events),
+    })
 }
 
 impl Session for TokioSession {
     fn next_event(&mut self, timeout: Duration) -> Result<Option<StreamEvent>, ()> {
-        let Some(events) = self.events.as_mut() else {
-            return Ok(None);
-        };
-        self.rt.block_on(async {
-            tokio::time::timeout(timeout, events.next())
-                .await
-                .map_err(|_| ())
-        })
+        match self.events.as_mut() {
+            None => Ok(None),
+            Some(TokioEvents::Adapter(events)) => self.rt.block_on(async {
+                tokio::time::timeout(timeout, events.next())
+                    .await
+                    .map_err(|_| ())
+            }),
+            Some(TokioEvents::Lent(rx)) => match rx.recv_timeout(timeout) {
+                Ok(e) => Ok(Some(e)),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Ok(None),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(()),
+            },
+        }
     }
 
     fn subscribe(&mut self, streams: &[&str]) -> Result<(), String> {
@@ -164,22 +229,50 @@ impl Adapter for MioAdapter {
         roots: Option<RootCertStore>,
         event_capacity: usize,
     ) -> Box<dyn Session> {
-        let options = feedwire_mio::MioOptions {
-            tls: roots.map(feedwire_core::tls_config_with_roots),
-            ..feedwire_mio::MioOptions::default()
-        };
-        let handle = feedwire_mio::LoopHandle::spawn(options).expect("event loop");
         let (tx, rx) = std::sync::mpsc::sync_channel(event_capacity);
-        let (id, stats) = handle
-            .connect(config, feedwire_mio::Delivery::Channel(tx))
-            .expect("valid config");
-        Box::new(MioSession {
-            handle,
-            id,
-            events: Some(rx),
-            stats,
-        })
+        start_mio(config, roots, feedwire_mio::Delivery::Channel(tx), rx)
     }
+}
+
+/// The mio adapter with data lent to a [`feedwire_mio::DataHandler`] on the loop thread,
+/// which copies every message into the facade's channel as the `Data` event it stands for
+/// (so the scenarios see exactly what a channel delivery would show). The handler cannot
+/// push back, so the scenarios about a full or dropped channel do not apply.
+#[derive(Debug, Default)]
+pub struct MioLendAdapter;
+
+impl Adapter for MioLendAdapter {
+    fn start(
+        &self,
+        config: StreamConfig,
+        roots: Option<RootCertStore>,
+        _event_capacity: usize,
+    ) -> Box<dyn Session> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let delivery = feedwire_mio::Delivery::Lend(Box::new(Forward(tx)));
+        start_mio(config, roots, delivery, rx)
+    }
+}
+
+/// One event loop (one thread) running `config`, its events read from `events`.
+fn start_mio(
+    config: StreamConfig,
+    roots: Option<RootCertStore>,
+    delivery: feedwire_mio::Delivery,
+    events: std::sync::mpsc::Receiver<StreamEvent>,
+) -> Box<dyn Session> {
+    let options = feedwire_mio::MioOptions {
+        tls: roots.map(feedwire_core::tls_config_with_roots),
+        ..feedwire_mio::MioOptions::default()
+    };
+    let handle = feedwire_mio::LoopHandle::spawn(options).expect("event loop");
+    let (id, stats) = handle.connect(config, delivery).expect("valid config");
+    Box::new(MioSession {
+        handle,
+        id,
+        events: Some(events),
+        stats,
+    })
 }
 
 impl Session for MioSession {

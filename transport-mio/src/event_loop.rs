@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
-    default_tls_config, os_seed, HandshakeOnly, RequestId, Stream, StreamEvent, StreamInput,
-    TlsSession, TransportCommand, WriteQueue,
+    default_tls_config, os_seed, DataRef, HandshakeOnly, LendingInput, RequestId, Stream,
+    StreamEvent, StreamInput, TlsSession, TransportCommand, WriteQueue,
 };
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -515,14 +515,27 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
                         return e.stream.handle_tls_error(&err, now);
                     }
                 }
-            } else if let Err(err) = tls.handle_read(
-                n,
-                &mut StreamInput {
-                    stream: &mut e.stream,
-                    now,
-                },
-            ) {
-                return e.stream.handle_tls_error(&err, now);
+            } else {
+                let read = match (&mut e.delivery, e.pending.is_empty()) {
+                    (Delivery::Lend(h), true) => tls.handle_read(
+                        n,
+                        &mut LendingInput {
+                            stream: &mut e.stream,
+                            now,
+                            on_data: |d: DataRef<'_>| h.on_data(d),
+                        },
+                    ),
+                    _ => tls.handle_read(
+                        n,
+                        &mut StreamInput {
+                            stream: &mut e.stream,
+                            now,
+                        },
+                    ),
+                };
+                if let Err(err) = read {
+                    return e.stream.handle_tls_error(&err, now);
+                }
             }
         } else {
             if !sock.ready || !e.stream.is_connected() {
@@ -538,7 +551,13 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
                 Ok(n) => {
                     budget = budget.saturating_sub(n);
                     e.last_read = now;
-                    e.stream.handle_read(n, now);
+                    // Lending only while nothing waits for the handler: order is kept.
+                    match (&mut e.delivery, e.pending.is_empty()) {
+                        (Delivery::Lend(h), true) => {
+                            e.stream.handle_read_with(n, now, |d| h.on_data(d));
+                        }
+                        _ => e.stream.handle_read(n, now),
+                    }
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
                     e.readable = false;
@@ -610,10 +629,19 @@ fn pump(e: &mut Entry, resolver: &mut Resolver, id: StreamId, registry: &mio::Re
 fn collect(e: &mut Entry) {
     while let Some(ev) = e.stream.poll_event() {
         // The common case, data to a handler, goes straight through (no queue in between).
-        if let (StreamEvent::Data { .. }, Delivery::Handler(h)) = (&ev, &mut e.delivery) {
-            if e.pending.is_empty() {
-                h.on_event(ev);
-                continue;
+        if e.pending.is_empty() {
+            match &mut e.delivery {
+                Delivery::Handler(h) if matches!(ev, StreamEvent::Data { .. }) => {
+                    h.on_event(ev);
+                    continue;
+                }
+                Delivery::Lend(h) => {
+                    if let Some(d) = ev.as_data() {
+                        h.on_data(d);
+                        continue;
+                    }
+                }
+                _ => {}
             }
         }
         match ev {
@@ -655,6 +683,11 @@ fn deliver(e: &mut Entry) {
         Delivery::Handler(h) => {
             while let Some(ev) = e.pending.pop_front() {
                 h.on_event(ev);
+            }
+        }
+        Delivery::Lend(h) => {
+            while let Some(ev) = e.pending.pop_front() {
+                h.deliver(ev);
             }
         }
         Delivery::Channel(tx) => {

@@ -8,7 +8,8 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
-    BetfairSubscription, ConfigError, StatsHandle, StreamConfig, StreamError, StreamEvent,
+    BetfairSubscription, ConfigError, DataHandler, StatsHandle, StreamConfig, StreamError,
+    StreamEvent,
 };
 
 use crate::event_loop::EventLoop;
@@ -43,6 +44,10 @@ pub trait Handler: Send + 'static {
 pub enum Delivery {
     /// Called on the loop thread.
     Handler(Box<dyn Handler>),
+    /// Called on the loop thread (it must not block), data messages lent from the read
+    /// buffer: the cheapest way to read a stream (see
+    /// [`feedwire_core::Stream::handle_read_with`]).
+    Lend(Box<dyn DataHandler + Send>),
     /// A bounded channel: when full, the loop stops reading the stream until there is room;
     /// when the receiver is dropped, the stream is stopped.
     Channel(SyncSender<StreamEvent>),
@@ -52,6 +57,7 @@ impl std::fmt::Debug for Delivery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::Handler(_) => "Delivery::Handler",
+            Self::Lend(_) => "Delivery::Lend",
             Self::Channel(_) => "Delivery::Channel",
         })
     }

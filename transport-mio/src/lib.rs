@@ -10,8 +10,10 @@
 //! from any thread; [`MioLoop`] is turned by the application's own thread, which can register
 //! its own sources in the same `Poll` ([`user_token`]).
 //!
-//! Delivery: per stream, either a [`Handler`] called on the loop thread, or a bounded channel
-//! for consuming on another thread (when it is full the loop stops reading that stream).
+//! Delivery: per stream, a [`Handler`] called on the loop thread with every event; a
+//! [`DataHandler`] called on the loop thread with data messages lent in place (no copy, no
+//! event — the cheapest way to read) and other events; or a bounded channel for consuming on
+//! another thread (when it is full the loop stops reading that stream).
 
 mod embedded;
 mod event_loop;
@@ -20,4 +22,5 @@ mod resolver;
 mod slot;
 
 pub use embedded::{user_token, user_token_number, MioLoop};
+pub use feedwire_core::DataHandler;
 pub use handle::{Delivery, Handler, LoopError, LoopHandle, MioOptions, StreamId};

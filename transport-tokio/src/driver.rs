@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
-    default_tls_config, RequestId, Stream, StreamEvent, StreamInput, TransportCommand,
+    default_tls_config, DataHandler, DataRef, LendingInput, RequestId, Stream, StreamEvent,
+    StreamInput, TransportCommand,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -30,17 +31,27 @@ enum Wake {
     Deadline,
 }
 
+/// Where events go.
+enum Output {
+    /// Batches of events to the application's [`Events`]: one channel operation per read
+    /// batch, not per message.
+    Channel {
+        events: mpsc::Sender<VecDeque<StreamEvent>>,
+        /// Emptied batches coming back from the application, reused so that a batch costs
+        /// no allocation (and its memory stays warm) in steady state.
+        spare: mpsc::UnboundedReceiver<VecDeque<StreamEvent>>,
+    },
+    /// A handler called on this task, data lent from the read buffer.
+    Lend(Box<dyn DataHandler + Send>),
+}
+
 pub(crate) struct Driver {
     stream: Stream,
     commands: mpsc::UnboundedReceiver<Command>,
-    /// Batches of events to the application: one channel operation per read batch, not per
-    /// message.
-    events: mpsc::Sender<VecDeque<StreamEvent>>,
-    /// The batch being filled; handed over whole when the channel has room.
+    output: Output,
+    /// The batch being filled; handed over whole when the channel has room (a handler
+    /// takes it at once).
     pending: VecDeque<StreamEvent>,
-    /// Emptied batches coming back from the application, reused so that a batch costs no
-    /// allocation (and its memory stays warm) in steady state.
-    spare: mpsc::UnboundedReceiver<VecDeque<StreamEvent>>,
     capacity: usize,
     conn: Option<Conn>,
     connecting: Option<JoinHandle<Result<Conn, OpenError>>>,
@@ -51,13 +62,36 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
+    /// A driver whose events go to the returned [`Events`].
     pub(crate) fn new(stream: Stream, options: TokioOptions) -> (StreamHandle, Events, Self) {
-        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let capacity = options.event_capacity.max(1);
         // One batch waiting in the channel while the next fills: reading pauses when both are
         // full, so at most about three batches of `capacity` events exist at once.
         let (ev_tx, ev_rx) = mpsc::channel(1);
         let (spare_tx, spare_rx) = mpsc::unbounded_channel();
+        let output = Output::Channel {
+            events: ev_tx,
+            spare: spare_rx,
+        };
+        let (handle, driver) = Self::with_output(stream, options, output);
+        let events = Events {
+            rx: ev_rx,
+            batch: VecDeque::new(),
+            spare: spare_tx,
+        };
+        (handle, events, driver)
+    }
+
+    /// A driver that lends data to `handler` and hands it every other event.
+    pub(crate) fn lending(
+        stream: Stream,
+        options: TokioOptions,
+        handler: Box<dyn DataHandler + Send>,
+    ) -> (StreamHandle, Self) {
+        Self::with_output(stream, options, Output::Lend(handler))
+    }
+
+    fn with_output(stream: Stream, options: TokioOptions, output: Output) -> (StreamHandle, Self) {
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let handle = StreamHandle {
             commands: cmd_tx,
             stats: stream.stats_handle(),
@@ -65,25 +99,16 @@ impl Driver {
         let driver = Self {
             stream,
             commands: cmd_rx,
-            events: ev_tx,
+            output,
             pending: VecDeque::new(),
-            spare: spare_rx,
-            capacity,
+            capacity: options.event_capacity.max(1),
             conn: None,
             connecting: None,
             tls: options.tls.clone().unwrap_or_else(default_tls_config),
             options,
             waiting: HashMap::new(),
         };
-        (
-            handle,
-            Events {
-                rx: ev_rx,
-                batch: VecDeque::new(),
-                spare: spare_tx,
-            },
-            driver,
-        )
+        (handle, driver)
     }
 
     pub(crate) async fn run(mut self) {
@@ -144,11 +169,15 @@ impl Driver {
         let want_write = self.conn.as_ref().is_some_and(|c| !c.out.is_empty());
         let conn = self.conn.as_ref();
         let connecting = &mut self.connecting;
-        let has_pending = !self.pending.is_empty();
+        // Only a channel can be full (a handler takes everything at once).
+        let room = match &self.output {
+            Output::Channel { events, .. } if !self.pending.is_empty() => Some(events),
+            _ => None,
+        };
         tokio::select! {
             biased;
             cmd = self.commands.recv() => Wake::Command(cmd),
-            permit = self.events.reserve(), if has_pending => match permit {
+            permit = async { room.expect("guarded").reserve().await }, if room.is_some() => match permit {
                 Ok(_) => Wake::EventRoom,
                 // The receiver is gone: nobody listens, so stop.
                 Err(_) => Wake::Command(None),
@@ -311,16 +340,22 @@ impl Driver {
     }
 
     fn forward_events(&mut self) {
+        let (events, spare) = match &mut self.output {
+            Output::Channel { events, spare } => (events, spare),
+            Output::Lend(handler) => {
+                while let Some(event) = self.pending.pop_front() {
+                    handler.deliver(event);
+                }
+                return;
+            }
+        };
         // No room: keep filling this batch (and leave the spare buffers where they are, so
         // none is taken out only to be dropped).
-        if self.pending.is_empty() || self.events.capacity() == 0 {
+        if self.pending.is_empty() || events.capacity() == 0 {
             return;
         }
-        let empty = self.spare.try_recv().unwrap_or_default();
-        match self
-            .events
-            .try_send(std::mem::replace(&mut self.pending, empty))
-        {
+        let empty = spare.try_recv().unwrap_or_default();
+        match events.try_send(std::mem::replace(&mut self.pending, empty)) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(batch)) => self.pending = batch,
             Err(mpsc::error::TrySendError::Closed(_)) => {
@@ -351,19 +386,37 @@ impl Driver {
                         Ok(0)
                     }
                     Ok(n) => {
-                        let mut sink = StreamInput {
-                            stream: &mut self.stream,
-                            now,
+                        let read = match (&mut self.output, self.pending.is_empty()) {
+                            (Output::Lend(h), true) => tls.handle_read(
+                                n,
+                                &mut LendingInput {
+                                    stream: &mut self.stream,
+                                    now,
+                                    on_data: |d: DataRef<'_>| h.on_data(d),
+                                },
+                            ),
+                            _ => tls.handle_read(
+                                n,
+                                &mut StreamInput {
+                                    stream: &mut self.stream,
+                                    now,
+                                },
+                            ),
                         };
-                        tls.handle_read(n, &mut sink)
-                            .map(|()| n)
+                        read.map(|()| n)
                             .map_err(|e| io::Error::other(e.to_string()))
                     }
                     Err(e) => Err(e),
                 },
                 None => match conn.sock.try_read(self.stream.read_buf()) {
                     Ok(n) if n > 0 => {
-                        self.stream.handle_read(n, now);
+                        // Lending only while nothing waits for the handler: order is kept.
+                        match (&mut self.output, self.pending.is_empty()) {
+                            (Output::Lend(h), true) => {
+                                self.stream.handle_read_with(n, now, |d| h.on_data(d));
+                            }
+                            _ => self.stream.handle_read(n, now),
+                        }
                         Ok(n)
                     }
                     other => other,

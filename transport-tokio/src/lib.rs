@@ -27,6 +27,7 @@ mod io;
 
 pub use handle::{CommandError, Events, Response, StreamHandle, TokioOptions};
 
+pub use feedwire_core::DataHandler;
 use feedwire_core::{os_seed, ConfigError, Stream, StreamConfig};
 
 /// Starts a stream on the current tokio runtime: returns the command handle and the event
@@ -38,12 +39,35 @@ pub fn connect(
     config: StreamConfig,
     options: TokioOptions,
 ) -> Result<(StreamHandle, Events), ConfigError> {
-    let stream = Stream::new(
-        config,
-        options.seed.unwrap_or_else(os_seed),
-        std::time::Instant::now(),
-    )?;
+    let stream = new_stream(config, &options)?;
     let (handle, events, driver) = driver::Driver::new(stream, options);
     tokio::spawn(driver.run());
     Ok((handle, events))
+}
+
+/// Starts a stream whose data messages are lent to `handler` in place, on the stream's own
+/// task: no copy, no event, no channel — the cheapest way to read a stream. Every other
+/// event goes to [`DataHandler::on_event`], in order. The handler must not block (it holds up
+/// the stream); to keep a message, copy it. Dropping every handle stops the stream
+/// gracefully.
+///
+/// # Panics
+/// Outside a tokio runtime.
+pub fn connect_lending(
+    config: StreamConfig,
+    options: TokioOptions,
+    handler: impl DataHandler + Send + 'static,
+) -> Result<StreamHandle, ConfigError> {
+    let stream = new_stream(config, &options)?;
+    let (handle, driver) = driver::Driver::lending(stream, options, Box::new(handler));
+    tokio::spawn(driver.run());
+    Ok(handle)
+}
+
+fn new_stream(config: StreamConfig, options: &TokioOptions) -> Result<Stream, ConfigError> {
+    Stream::new(
+        config,
+        options.seed.unwrap_or_else(os_seed),
+        std::time::Instant::now(),
+    )
 }
