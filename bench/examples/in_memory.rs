@@ -4,7 +4,10 @@
 //! Prints the best of `--repeat` passes (the machine is shared; the minimum is the stable
 //! figure). Run it under `valgrind --tool=callgrind` for instruction counts.
 //!
-//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R]`
+//! `--lend` reads with `Stream::handle_read_with` (data lent from the read buffer) instead of
+//! queueing every message as an event.
+//!
+//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend]`
 #![allow(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
 
 use std::time::Instant;
@@ -16,13 +19,20 @@ use feedwire_replay::Scenario;
 /// Largest read handed to the stream, bytes (the default `max_read_size`).
 const READ: usize = 256 * 1024;
 
-fn feed(s: &mut Stream, bytes: &[u8], now: Instant) -> (usize, usize) {
+fn feed(s: &mut Stream, bytes: &[u8], now: Instant, lend: bool) -> (usize, usize) {
     let (mut fed, mut messages, mut payload_bytes) = (0, 0, 0);
     while fed < bytes.len() {
         let buf = s.read_buf();
         let n = buf.len().min(bytes.len() - fed).min(READ);
         buf[..n].copy_from_slice(&bytes[fed..fed + n]);
-        s.handle_read(n, now);
+        if lend {
+            s.handle_read_with(n, now, |d| {
+                messages += 1;
+                payload_bytes += d.payload.len();
+            });
+        } else {
+            s.handle_read(n, now);
+        }
         fed += n;
         while let Some(e) = s.poll_event() {
             if let StreamEvent::Data { payload, .. } = e {
@@ -34,11 +44,27 @@ fn feed(s: &mut Stream, bytes: &[u8], now: Instant) -> (usize, usize) {
     (messages, payload_bytes)
 }
 
-/// An open stream for `scenario` and the bytes of `count` of its messages, as the wire has
-/// them (frames, or CRLF lines).
-fn setup(scenario: Scenario, count: usize, now: Instant) -> (Stream, Vec<u8>) {
+/// The bytes of `count` of the scenario's messages, as the wire has them (frames, or CRLF
+/// lines).
+fn wire_bytes(scenario: Scenario, count: usize) -> Vec<u8> {
     let payloads = scenario.payloads(7);
     let nth = |i: usize| &payloads[i % payloads.len()];
+    if scenario.is_lines() {
+        let mut bytes = Vec::new();
+        for i in 0..count {
+            bytes.extend_from_slice(nth(i));
+            bytes.extend_from_slice(b"\r\n");
+        }
+        bytes
+    } else {
+        (0..count)
+            .flat_map(|i| server_frame(true, 1, nth(i)))
+            .collect()
+    }
+}
+
+/// A stream for `scenario`, open and past its opening exchange.
+fn open_stream(scenario: Scenario, now: Instant) -> Stream {
     if scenario.is_lines() {
         let auth = BetfairAuth {
             app_key: "k".into(),
@@ -57,13 +83,9 @@ fn setup(scenario: Scenario, count: usize, now: Instant) -> (Stream, Vec<u8>) {
             &mut s,
             b"{\"op\":\"connection\",\"connectionId\":\"x\"}\r\n{\"op\":\"status\",\"id\":1,\"statusCode\":\"SUCCESS\"}\r\n",
             now,
+            false,
         );
-        let mut bytes = Vec::new();
-        for i in 0..count {
-            bytes.extend_from_slice(nth(i));
-            bytes.extend_from_slice(b"\r\n");
-        }
-        (s, bytes)
+        s
     } else {
         let config =
             StreamConfig::binance_stream("ws://127.0.0.1:1/stream?streams=btcusdt@aggTrade");
@@ -74,11 +96,8 @@ fn setup(scenario: Scenario, count: usize, now: Instant) -> (Stream, Vec<u8>) {
         while let Some(c) = s.poll_transmit() {
             request.extend_from_slice(&c);
         }
-        feed(&mut s, &accept_response(&request), now);
-        let bytes = (0..count)
-            .flat_map(|i| server_frame(true, 1, nth(i)))
-            .collect();
-        (s, bytes)
+        feed(&mut s, &accept_response(&request), now, false);
+        s
     }
 }
 
@@ -86,10 +105,14 @@ fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let name = args
         .next()
-        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R]")?;
+        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R] [--lend]")?;
     let scenario = Scenario::from_name(&name).ok_or_else(|| format!("unknown scenario {name}"))?;
-    let (mut count, mut repeat) = (scenario.default_count(), 5);
+    let (mut count, mut repeat, mut lend) = (scenario.default_count(), 5, false);
     while let Some(flag) = args.next() {
+        if flag == "--lend" {
+            lend = true;
+            continue;
+        }
         let value: usize = args
             .next()
             .and_then(|v| v.parse().ok())
@@ -100,12 +123,13 @@ fn main() -> Result<(), String> {
             other => return Err(format!("unknown flag {other}")),
         }
     }
+    let bytes = wire_bytes(scenario, count);
     let mut best = f64::MAX;
     for _ in 0..repeat {
         let now = Instant::now();
-        let (mut s, bytes) = setup(scenario, count, now);
+        let mut s = open_stream(scenario, now);
         let started = Instant::now();
-        let (messages, payload_bytes) = feed(&mut s, &bytes, now);
+        let (messages, payload_bytes) = feed(&mut s, &bytes, now, lend);
         let ns = started.elapsed().as_nanos() as f64 / messages.max(1) as f64;
         if messages != count {
             return Err(format!("{messages} of {count} messages came out"));
