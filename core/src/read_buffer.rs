@@ -16,7 +16,10 @@
 //!
 //! Zero-fill: handing out `&mut [u8]` without `unsafe` needs initialised bytes. Each byte of
 //! a block is zeroed once, right before it is first offered; bytes offered but not filled by a
-//! short read are offered again without zeroing.
+//! short read are offered again without zeroing. A block whose messages were lent rather than
+//! cut out ([`ReadBuffer::discard`]) stays whole and initialised: the next read starts at its
+//! front again (or right after the partial frame, moved there), with nothing to zero — only
+//! cutting out owned messages gives up a block's front for good.
 
 use bytes::{Bytes, BytesMut};
 
@@ -28,9 +31,13 @@ const RETIRED_BLOCKS: usize = 2;
 
 #[derive(Debug)]
 pub(crate) struct ReadBuffer {
-    /// INVARIANT: `filled <= buf.len() <= buf.capacity()`. `buf[..filled]` is unconsumed input;
-    /// `buf[filled..]` is initialised spare space that can be offered without zeroing.
+    /// INVARIANT: `start + filled <= buf.len() <= buf.capacity()`. `buf[start..start + filled]`
+    /// is unconsumed input; `buf[start + filled..]` is initialised spare space that can be
+    /// offered without zeroing.
     buf: BytesMut,
+    /// Bytes at the front of `buf` lent and discarded, not cut off: written over by the next
+    /// reads, or cut off (`advance`) before an owned message is cut out.
+    start: usize,
     filled: usize,
     max_read_size: usize,
     /// Bytes offered per read now: `INITIAL_READ_SIZE` (capped by `max_read_size`), doubled
@@ -56,6 +63,7 @@ impl ReadBuffer {
         );
         Self {
             buf: BytesMut::new(),
+            start: 0,
             filled: 0,
             max_read_size,
             read_size: INITIAL_READ_SIZE.min(max_read_size),
@@ -72,7 +80,6 @@ impl ReadBuffer {
 
     /// Writable space for the next read: at most `max_read_size` bytes, never empty.
     pub(crate) fn read_buf(&mut self) -> &mut [u8] {
-        let spare = self.buf.capacity() - self.filled;
         // A frame of known length has its block already: read it at full size.
         let cap = if self.hint_is_exact && self.frame_hint > self.filled {
             self.max_read_size
@@ -87,28 +94,40 @@ impl ReadBuffer {
         };
         let known_frame_outgrows_block =
             self.hint_is_exact && self.frame_hint > self.buf.capacity();
-        if spare < want || known_frame_outgrows_block {
-            // Room for the unconsumed bytes and one read, at least a block.
-            let size = self
-                .block_size()
-                .max(self.frame_hint)
-                .max(self.filled + want);
-            if !self.reclaim(size) {
-                self.move_to_fresh_block(size);
+        if self.buf.capacity() - (self.start + self.filled) < want || known_frame_outgrows_block {
+            if self.start > 0
+                && !known_frame_outgrows_block
+                && self.buf.capacity() - self.filled >= want
+            {
+                // Lent bytes in front: the partial frame moves over them, in the block.
+                self.buf
+                    .copy_within(self.start..self.start + self.filled, 0);
+                self.start = 0;
+            } else {
+                self.cut_front();
+                // Room for the unconsumed bytes and one read, at least a block.
+                let size = self
+                    .block_size()
+                    .max(self.frame_hint)
+                    .max(self.filled + want);
+                if !self.reclaim(size) {
+                    self.move_to_fresh_block(size);
+                }
             }
         }
-        let end = (self.filled + cap).min(self.buf.capacity());
+        let from = self.start + self.filled;
+        let end = (from + cap).min(self.buf.capacity());
         if self.buf.len() < end {
             self.buf.resize(end, 0);
         }
-        self.offered = end - self.filled;
-        &mut self.buf[self.filled..end]
+        self.offered = end - from;
+        &mut self.buf[from..end]
     }
 
     /// Records that the transport wrote `n` bytes at the start of the last `read_buf`.
     pub(crate) fn commit(&mut self, n: usize) {
         assert!(
-            self.filled + n <= self.buf.len(),
+            self.start + self.filled + n <= self.buf.len(),
             "commit({n}) exceeds the slice read_buf handed out"
         );
         self.filled += n;
@@ -130,7 +149,7 @@ impl ReadBuffer {
 
     /// Unconsumed input.
     pub(crate) fn filled(&self) -> &[u8] {
-        &self.buf[..self.filled]
+        &self.buf[self.start..self.start + self.filled]
     }
 
     /// Removes the first `n` unconsumed bytes and returns them, zero-copy.
@@ -143,12 +162,21 @@ impl ReadBuffer {
         if n == 0 {
             return Bytes::new();
         }
+        self.cut_front();
         self.filled -= n;
         self.buf.split_to(n).freeze()
     }
 
+    /// Gives up the lent bytes at the front for good, so that `buf` starts at the input.
+    fn cut_front(&mut self) {
+        if self.start > 0 {
+            bytes::Buf::advance(&mut self.buf, self.start);
+            self.start = 0;
+        }
+    }
+
     /// Removes the first `n` unconsumed bytes without handing them out (they were lent and
-    /// are done with): no slice, no reference count.
+    /// are done with): no slice, no reference count, and the block stays whole.
     pub(crate) fn discard(&mut self, n: usize) {
         assert!(
             n <= self.filled,
@@ -156,7 +184,8 @@ impl ReadBuffer {
             self.filled
         );
         self.filled -= n;
-        bytes::Buf::advance(&mut self.buf, n);
+        // Nothing left: the next read starts at the front again (still in cache).
+        self.start = if self.filled == 0 { 0 } else { self.start + n };
     }
 
     /// Announces that the frame at offset 0 is `total` bytes long (header included), so the
@@ -184,6 +213,7 @@ impl ReadBuffer {
         if self.filled != 0 {
             return false;
         }
+        self.start = 0;
         self.read_size = INITIAL_READ_SIZE.min(self.max_read_size);
         self.frame_hint = 0;
         let held = self.buf.capacity() > 0 || !self.retired.is_empty();
@@ -379,6 +409,34 @@ mod tests {
         assert_eq!(&rb.filled()[..100], &[b'a'; 100][..]);
         assert_eq!(&rb.filled()[100..], &[b'b'; 1000][..]);
         assert_eq!(&rb.consume(1100)[..2], b"aa");
+    }
+
+    #[test]
+    fn a_lent_block_is_read_into_again_without_zeroing() {
+        let mut rb = ReadBuffer::new(1024);
+        rb.extend(&[b'a'; 3000]);
+        let (block, capacity) = (rb.filled().as_ptr() as usize, rb.capacity());
+        rb.discard(2990);
+        rb.extend(&[b'b'; 500]);
+        assert_eq!(
+            rb.filled().as_ptr() as usize,
+            block,
+            "the tail moved to the front"
+        );
+        assert_eq!(&rb.filled()[..10], &[b'a'; 10][..]);
+        assert_eq!(&rb.filled()[10..], &[b'b'; 500][..]);
+        rb.discard(510);
+        // Everything lent: the next read is offered the block's front again, as it was left
+        // (old bytes, not zeroes: nothing was zero-filled), and no block was allocated.
+        let offered = rb.read_buf();
+        assert_eq!(offered.as_ptr() as usize, block);
+        assert_eq!(offered[0], b'a');
+        assert_eq!(rb.capacity(), capacity);
+        // Cutting out an owned message after lending still yields the right bytes.
+        rb.commit(0);
+        rb.extend(b"xyz");
+        assert_eq!(&rb.consume(2)[..], b"xy");
+        assert_eq!(rb.filled(), b"z");
     }
 
     #[test]
