@@ -92,12 +92,17 @@ pub fn markdown(results: &Results) -> String {
     }
     if !results.latency.is_empty() {
         out.push_str(
-            "\n### One-way latency, paced small_aggtrade (server send stamp → client has the message)\n\n\
-             | rate | client | p50 µs | p99 µs | p99.9 µs | max µs | CPU µs/msg |\n\
-             |---:|---|---:|---:|---:|---:|---:|\n",
+            "\n### One-way latency, paced small_aggtrade (server send stamp → client has the message; medians of alternating rounds)\n\n\
+             | rate | client | p50 µs | p99 µs | p99 min–max | p99 − limit µs | p99.9 µs | max µs | CPU µs/msg |\n\
+             |---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for r in &results.latency {
-            latency_line(&mut out, r);
+            let limit = results
+                .latency
+                .iter()
+                .find(|l| l.rate == r.rate && l.client == "limit" && l.failure.is_none())
+                .map(|l| l.p99_us);
+            latency_line(&mut out, r, limit);
         }
     }
     if !results.memory.is_empty() {
@@ -113,24 +118,31 @@ pub fn markdown(results: &Results) -> String {
     out
 }
 
-fn latency_line(out: &mut String, r: &LatencyRow) {
+/// One latency row; `limit_p99` is the raw reader's p99 at the same rate, µs.
+fn latency_line(out: &mut String, r: &LatencyRow, limit_p99: Option<u64>) {
     match &r.failure {
         Some(e) => {
             let _ = writeln!(
                 out,
-                "| {} | {} | failed: {e} | | | | |",
+                "| {} | {} | failed: {e} | | | | | | |",
                 si(f64::from(r.rate)),
                 r.client
             );
         }
         None => {
+            let over = limit_p99.map_or_else(
+                || "—".to_owned(),
+                |l| format!("{:+}", r.p99_us as i64 - l as i64),
+            );
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {:.3} |",
+                "| {} | {} | {} | {} | {}–{} | {over} | {} | {} | {:.3} |",
                 si(f64::from(r.rate)),
                 r.client,
                 r.p50_us,
                 r.p99_us,
+                r.p99_range_us.0,
+                r.p99_range_us.1,
                 r.p999_us,
                 r.max_us,
                 r.cpu_us_per_msg
@@ -225,7 +237,7 @@ pub fn json(results: &Results) -> String {
                 cpu_us_per_msg: [l.cpu_us_per_msg, l.cpu_us_per_msg],
                 msgs_per_s: [f64::from(l.rate), f64::from(l.rate)],
             },
-            runs: 1,
+            runs: l.runs,
             p50_us: Some(l.p50_us),
             p99_us: Some(l.p99_us),
             p999_us: Some(l.p999_us),

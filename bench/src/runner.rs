@@ -103,16 +103,20 @@ pub struct LatencyRow {
     pub rate: u32,
     /// Client name.
     pub client: &'static str,
-    /// One-way latency percentiles, µs.
+    /// One-way latency percentiles, µs: medians over the rounds.
     pub p50_us: u64,
     /// 99th percentile, µs.
     pub p99_us: u64,
+    /// Lowest and highest 99th percentile of the rounds, µs.
+    pub p99_range_us: (u64, u64),
     /// 99.9th percentile, µs.
     pub p999_us: u64,
-    /// Largest, µs.
+    /// Largest of all rounds, µs.
     pub max_us: u64,
-    /// CPU per message at this rate, µs (wake-ups included).
+    /// CPU per message at this rate, µs (wake-ups included), median over the rounds.
     pub cpu_us_per_msg: f64,
+    /// Rounds that completed.
+    pub runs: usize,
     /// Why the run failed, if it did.
     pub failure: Option<String>,
 }
@@ -265,11 +269,42 @@ pub fn run_scenario(
         .collect())
 }
 
-/// One-way latency at each paced rate, every client once (0.2 KB aggTrade).
+/// One run's latency figures.
+struct LatencySample {
+    p50: u64,
+    p99: u64,
+    p999: u64,
+    max: u64,
+    cpu_us_per_msg: f64,
+}
+
+fn latency_once(client: &Client, target: &Target, count: u64) -> Result<LatencySample, String> {
+    let (rec, _) = (client.run)(target, Recorder::new(count, true))?;
+    let h = rec.latency().expect("latency run");
+    let cpu = rec.window().map_or(f64::NAN, |w| {
+        w.cpu.as_secs_f64() * 1e6 / w.messages.max(1) as f64
+    });
+    Ok(LatencySample {
+        p50: h.value_at_quantile(0.50),
+        p99: h.value_at_quantile(0.99),
+        p999: h.value_at_quantile(0.999),
+        max: h.max(),
+        cpu_us_per_msg: cpu,
+    })
+}
+
+/// One-way latency at each paced rate (0.2 KB aggTrade): `runs` rounds, clients alternating
+/// as in the throughput runs; each percentile is the median over the rounds (a single
+/// 3-second run moves its p99 by tens of µs on a shared 2-core machine).
 pub fn run_latency(
     options: &BenchOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<LatencyRow>, String> {
+    let clients: Vec<&Client> = options
+        .selected()
+        .into_iter()
+        .filter(|c| c.websocket)
+        .collect();
     let mut rows = Vec::new();
     for &rate in &options.latency_rates {
         let count = u64::from(rate) * u64::from(options.latency_secs.max(1));
@@ -281,41 +316,51 @@ pub fn run_latency(
         })
         .map_err(|e| format!("replay server: {e}"))?;
         let target = Target::from_url(server.url());
-        for client in options.selected().into_iter().filter(|c| c.websocket) {
-            let rec = Recorder::new(count, true);
-            let row = match (client.run)(&target, rec) {
-                Ok((rec, _)) => {
-                    let h = rec.latency().expect("latency run");
-                    let cpu = rec.window().map_or(f64::NAN, |w| {
-                        w.cpu.as_secs_f64() * 1e6 / w.messages.max(1) as f64
-                    });
-                    LatencyRow {
-                        rate,
-                        client: client.name,
-                        p50_us: h.value_at_quantile(0.50),
-                        p99_us: h.value_at_quantile(0.99),
-                        p999_us: h.value_at_quantile(0.999),
-                        max_us: h.max(),
-                        cpu_us_per_msg: cpu,
-                        failure: None,
+        let mut samples: Vec<Vec<LatencySample>> = clients.iter().map(|_| Vec::new()).collect();
+        let mut failures: Vec<Option<String>> = clients.iter().map(|_| None).collect();
+        for round in 0..options.runs {
+            for k in 0..clients.len() {
+                let i = (k + round) % clients.len();
+                match latency_once(clients[i], &target, count) {
+                    Ok(l) => {
+                        progress(&format!(
+                            "latency {rate}/s round {}: {:<18} p50 {} us p99 {} us p99.9 {} us",
+                            round + 1,
+                            clients[i].name,
+                            l.p50,
+                            l.p99,
+                            l.p999
+                        ));
+                        samples[i].push(l);
+                    }
+                    Err(e) => {
+                        progress(&format!(
+                            "latency {rate}/s {}: failed: {e}",
+                            clients[i].name
+                        ));
+                        failures[i] = Some(e);
                     }
                 }
-                Err(e) => LatencyRow {
-                    rate,
-                    client: client.name,
-                    p50_us: 0,
-                    p99_us: 0,
-                    p999_us: 0,
-                    max_us: 0,
-                    cpu_us_per_msg: f64::NAN,
-                    failure: Some(e),
-                },
+            }
+        }
+        for ((client, s), failure) in clients.iter().zip(samples).zip(failures) {
+            let med = |f: fn(&LatencySample) -> u64| {
+                median(s.iter().map(|x| f(x) as f64).collect()) as u64
             };
-            progress(&format!(
-                "latency {rate}/s {:<18} p50 {} us p99 {} us p99.9 {} us",
-                row.client, row.p50_us, row.p99_us, row.p999_us
-            ));
-            rows.push(row);
+            let p99s: Vec<f64> = s.iter().map(|x| x.p99 as f64).collect();
+            let (lo, hi) = range(&p99s);
+            rows.push(LatencyRow {
+                rate,
+                client: client.name,
+                p50_us: med(|x| x.p50),
+                p99_us: med(|x| x.p99),
+                p99_range_us: (lo as u64, hi as u64),
+                p999_us: med(|x| x.p999),
+                max_us: s.iter().map(|x| x.max).max().unwrap_or(0),
+                cpu_us_per_msg: median(s.iter().map(|x| x.cpu_us_per_msg).collect()),
+                runs: s.len(),
+                failure: if s.is_empty() { failure } else { None },
+            });
         }
     }
     Ok(rows)
