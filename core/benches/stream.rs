@@ -113,6 +113,34 @@ fn bench(c: &mut Criterion) {
             BatchSize::LargeInput,
         );
     });
+    group.bench_function("stream_decode_route_lent", |b| {
+        b.iter_batched_ref(
+            open_stream,
+            |s| {
+                let now = Instant::now();
+                let mut fed = 0;
+                let mut n = 0;
+                while fed < bytes.len() {
+                    let buf = s.read_buf();
+                    let k = buf.len().min(bytes.len() - fed);
+                    buf[..k].copy_from_slice(&bytes[fed..fed + k]);
+                    s.handle_read_with(k, now, |d| {
+                        black_box(d.payload);
+                        n += 1;
+                    });
+                    fed += k;
+                    while let Some(e) = s.poll_event() {
+                        if let StreamEvent::Data { payload, .. } = e {
+                            black_box(&payload);
+                            n += 1;
+                        }
+                    }
+                }
+                assert_eq!(n, COUNT);
+            },
+            BatchSize::LargeInput,
+        );
+    });
     group.finish();
 }
 
