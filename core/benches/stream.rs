@@ -60,6 +60,27 @@ fn open_client() -> WebSocketClient {
     ws
 }
 
+/// Feeds `bytes` to `s` in reads as large as it offers; `read(s, k, n)` hands each read over
+/// (adding lent messages to `n`); queued data events are counted after each read.
+fn feed_stream(s: &mut Stream, bytes: &[u8], mut read: impl FnMut(&mut Stream, usize, &mut usize)) {
+    let mut fed = 0;
+    let mut n = 0;
+    while fed < bytes.len() {
+        let buf = s.read_buf();
+        let k = buf.len().min(bytes.len() - fed);
+        buf[..k].copy_from_slice(&bytes[fed..fed + k]);
+        read(s, k, &mut n);
+        fed += k;
+        while let Some(e) = s.poll_event() {
+            if let StreamEvent::Data { payload, .. } = e {
+                black_box(&payload);
+                n += 1;
+            }
+        }
+    }
+    assert_eq!(n, COUNT);
+}
+
 fn bench(c: &mut Criterion) {
     let bytes = frames();
     let mut group = c.benchmark_group("stream_200B");
@@ -91,25 +112,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function("stream_decode_route_events", |b| {
         b.iter_batched_ref(
             open_stream,
-            |s| {
-                let now = Instant::now();
-                let mut fed = 0;
-                let mut n = 0;
-                while fed < bytes.len() {
-                    let buf = s.read_buf();
-                    let k = buf.len().min(bytes.len() - fed);
-                    buf[..k].copy_from_slice(&bytes[fed..fed + k]);
-                    s.handle_read(k, now);
-                    fed += k;
-                    while let Some(e) = s.poll_event() {
-                        if let StreamEvent::Data { payload, .. } = e {
-                            black_box(&payload);
-                            n += 1;
-                        }
-                    }
-                }
-                assert_eq!(n, COUNT);
-            },
+            |s| feed_stream(s, &bytes, |s, k, _| s.handle_read(k, Instant::now())),
             BatchSize::LargeInput,
         );
     });
@@ -117,26 +120,12 @@ fn bench(c: &mut Criterion) {
         b.iter_batched_ref(
             open_stream,
             |s| {
-                let now = Instant::now();
-                let mut fed = 0;
-                let mut n = 0;
-                while fed < bytes.len() {
-                    let buf = s.read_buf();
-                    let k = buf.len().min(bytes.len() - fed);
-                    buf[..k].copy_from_slice(&bytes[fed..fed + k]);
-                    s.handle_read_with(k, now, |d| {
+                feed_stream(s, &bytes, |s, k, n| {
+                    s.handle_read_with(k, Instant::now(), |d| {
                         black_box(d.payload);
-                        n += 1;
+                        *n += 1;
                     });
-                    fed += k;
-                    while let Some(e) = s.poll_event() {
-                        if let StreamEvent::Data { payload, .. } = e {
-                            black_box(&payload);
-                            n += 1;
-                        }
-                    }
-                }
-                assert_eq!(n, COUNT);
+                })
             },
             BatchSize::LargeInput,
         );

@@ -311,25 +311,35 @@ impl PlaintextSink for StreamInput<'_> {
     }
 }
 
-/// [`StreamInput`] for a stream that lends its data messages to `on_data` (see
-/// [`crate::Stream::handle_read_with`]).
-#[derive(Debug)]
-pub struct LendingInput<'a, F> {
+/// [`StreamInput`] for a stream that lends its data messages to `handler` when there is one
+/// (see [`crate::Stream::handle_read_lending`]).
+pub struct LendingInput<'a> {
     /// The stream.
     pub stream: &'a mut crate::Stream,
     /// When the ciphertext was read.
     pub now: std::time::Instant,
-    /// Called with each data message the stream lends.
-    pub on_data: F,
+    /// Where data messages are lent; `None` queues them as events.
+    pub handler: Option<&'a mut dyn crate::DataHandler>,
 }
 
-impl<F: FnMut(crate::DataRef<'_>)> PlaintextSink for LendingInput<'_, F> {
+impl std::fmt::Debug for LendingInput<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LendingInput")
+            .field("stream", &self.stream)
+            .field("now", &self.now)
+            .field("lends", &self.handler.is_some())
+            .finish()
+    }
+}
+
+impl PlaintextSink for LendingInput<'_> {
     fn read_buf(&mut self) -> &mut [u8] {
         self.stream.read_buf()
     }
 
     fn handle_read(&mut self, n: usize) {
-        self.stream.handle_read_with(n, self.now, &mut self.on_data);
+        self.stream
+            .handle_read_lending(n, self.now, self.handler.as_deref_mut());
     }
 
     fn accepts_input(&self) -> bool {

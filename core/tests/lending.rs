@@ -5,7 +5,7 @@ mod common;
 
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
-use feedwire_core::{BetfairAuth, BetfairSubscription, StreamConfig, StreamEvent};
+use feedwire_core::{StreamConfig, StreamEvent};
 
 /// Reads `bytes` in one `handle_read_with`; returns what was lent (payload, heartbeat) and
 /// then the events queued, without polling anything before the read.
@@ -132,21 +132,7 @@ fn fragmented_and_binary_messages_are_lent_too() {
 
 #[test]
 fn betfair_lines_are_lent_with_heartbeat_flags_and_clocks_kept() {
-    let auth = BetfairAuth {
-        app_key: "k".into(),
-        session: "s".into(),
-    };
-    let mut h = Harness::new(StreamConfig::betfair("tcp://127.0.0.1:9", auth));
-    let sub = BetfairSubscription {
-        filter_json: "{}".into(),
-        data_filter_json: None,
-        heartbeat_ms: None,
-        conflate_ms: None,
-    };
-    h.s.subscribe_markets(sub, h.now).expect("valid");
-    h.connect();
-    h.feed_line(r#"{"op":"connection","connectionId":"1"}"#);
-    h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS"}"#);
+    let mut h = Harness::betfair_authenticated();
     h.feed_line(r#"{"op":"mcm","id":2,"initialClk":"I0","clk":"C0","ct":"SUB_IMAGE","mc":[]}"#);
     h.take_events();
     let (lent, events) = lend(
@@ -180,13 +166,7 @@ fn betfair_lines_are_lent_with_heartbeat_flags_and_clocks_kept() {
     );
     assert_eq!(events.len(), 2, "the partial line waits: {events:?}");
     // The resubscription after a reconnect carries the last clock, lent or queued.
-    h.s.handle_transport_error("reset", h.now);
-    h.advance(std::time::Duration::from_secs(30));
-    h.connect();
-    h.sent.clear();
-    h.feed_line(r#"{"op":"connection","connectionId":"2"}"#);
-    h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
-    let sent = h.sent_lines().join("\n");
+    let sent = h.betfair_reconnect().join("\n");
     assert!(sent.contains(r#""clk":"C3""#), "{sent}");
     assert!(sent.contains(r#""initialClk":"I0""#), "{sent}");
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
-use feedwire_core::{BetfairAuth, BetfairSubscription, StreamConfig, StreamEvent};
+use feedwire_core::{StreamConfig, StreamEvent};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -177,31 +177,10 @@ fn betfair_bytes(items: &[Item]) -> Vec<u8> {
 
 /// Events, then the resubscription sent after a reconnect (it carries the clocks seen).
 fn betfair_run(items: &[Item], chunks: &[usize], mode: Mode) -> (String, Vec<String>) {
-    let auth = BetfairAuth {
-        app_key: "k".into(),
-        session: "s".into(),
-    };
-    let mut h = Harness::new(StreamConfig::betfair("tcp://127.0.0.1:9", auth));
-    let sub = BetfairSubscription {
-        filter_json: "{}".into(),
-        data_filter_json: None,
-        heartbeat_ms: None,
-        conflate_ms: None,
-    };
-    h.s.subscribe_markets(sub, h.now).expect("valid");
-    h.connect();
-    h.feed_line(r#"{"op":"connection","connectionId":"1"}"#);
-    h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS"}"#);
-    h.take_events();
+    let mut h = Harness::betfair_authenticated();
     feed_in(&mut h, &betfair_bytes(items), chunks, mode);
     let events = format!("{:?}", h.take_events());
-    h.s.handle_transport_error("reset", h.now);
-    h.advance(Duration::from_secs(30));
-    h.connect();
-    h.sent.clear();
-    h.feed_line(r#"{"op":"connection","connectionId":"2"}"#);
-    h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
-    (events, h.sent_lines())
+    (events, h.betfair_reconnect())
 }
 
 proptest! {

@@ -569,17 +569,24 @@ pub fn host_names_are_resolved(adapter: &dyn Adapter) {
 
 /// Declares one `#[test]` per shared scenario for `$adapter` (a unit struct implementing
 /// [`Adapter`]): an adapter's test file is this one line, so no adapter can skip a scenario.
+/// `@handler` declares those that apply to a delivery that cannot push back (a handler
+/// called with every event): all but the two about a full or dropped receiver.
 #[macro_export]
 macro_rules! adapter_scenarios {
     ($adapter:expr) => {
+        $crate::adapter_scenarios!(@handler $adapter);
+        $crate::adapter_scenarios!(@each $adapter;
+            dropping_the_events_stops_the_stream,
+            slow_consumer_keeps_memory_bounded,
+        );
+    };
+    (@handler $adapter:expr) => {
         $crate::adapter_scenarios!(@each $adapter;
             websocket_firehose,
             betfair_lines_over_tls,
             stop_on_an_idle_stream,
             crash_on_a_busy_stream,
             stop_with_a_half_received_message,
-            dropping_the_events_stops_the_stream,
-            slow_consumer_keeps_memory_bounded,
             untrusted_certificate_is_a_typed_error,
             faults_reconnect_without_loss_or_duplicates,
             refused_upgrades_back_off_and_retry,

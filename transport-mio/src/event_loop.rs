@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
-    default_tls_config, os_seed, DataRef, HandshakeOnly, LendingInput, RequestId, Stream,
-    StreamEvent, StreamInput, TlsSession, TransportCommand, WriteQueue,
+    default_tls_config, os_seed, HandshakeOnly, LendingInput, RequestId, Stream, StreamEvent,
+    StreamInput, TlsSession, TransportCommand, WriteQueue,
 };
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -515,27 +515,15 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
                         return e.stream.handle_tls_error(&err, now);
                     }
                 }
-            } else {
-                let read = match (&mut e.delivery, e.pending.is_empty()) {
-                    (Delivery::Lend(h), true) => tls.handle_read(
-                        n,
-                        &mut LendingInput {
-                            stream: &mut e.stream,
-                            now,
-                            on_data: |d: DataRef<'_>| h.on_data(d),
-                        },
-                    ),
-                    _ => tls.handle_read(
-                        n,
-                        &mut StreamInput {
-                            stream: &mut e.stream,
-                            now,
-                        },
-                    ),
-                };
-                if let Err(err) = read {
-                    return e.stream.handle_tls_error(&err, now);
-                }
+            } else if let Err(err) = tls.handle_read(
+                n,
+                &mut LendingInput {
+                    stream: &mut e.stream,
+                    now,
+                    handler: e.delivery.lender(e.pending.is_empty()),
+                },
+            ) {
+                return e.stream.handle_tls_error(&err, now);
             }
         } else {
             if !sock.ready || !e.stream.is_connected() {
@@ -551,13 +539,8 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
                 Ok(n) => {
                     budget = budget.saturating_sub(n);
                     e.last_read = now;
-                    // Lending only while nothing waits for the handler: order is kept.
-                    match (&mut e.delivery, e.pending.is_empty()) {
-                        (Delivery::Lend(h), true) => {
-                            e.stream.handle_read_with(n, now, |d| h.on_data(d));
-                        }
-                        _ => e.stream.handle_read(n, now),
-                    }
+                    let lender = e.delivery.lender(e.pending.is_empty());
+                    e.stream.handle_read_lending(n, now, lender);
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
                     e.readable = false;

@@ -53,6 +53,17 @@ pub enum Delivery {
     Channel(SyncSender<StreamEvent>),
 }
 
+impl Delivery {
+    /// The handler to lend data to: a lending delivery's, and only while no event waits for
+    /// it (`nothing_pending`), so that nothing overtakes a queued event.
+    pub(crate) fn lender(&mut self, nothing_pending: bool) -> Option<&mut dyn DataHandler> {
+        match self {
+            Self::Lend(h) if nothing_pending => Some(h.as_mut()),
+            _ => None,
+        }
+    }
+}
+
 impl std::fmt::Debug for Delivery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

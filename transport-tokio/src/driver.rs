@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
-    default_tls_config, DataHandler, DataRef, LendingInput, RequestId, Stream, StreamEvent,
-    StreamInput, TransportCommand,
+    default_tls_config, DataHandler, LendingInput, RequestId, Stream, StreamEvent, StreamInput,
+    TransportCommand,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -43,6 +43,17 @@ enum Output {
     },
     /// A handler called on this task, data lent from the read buffer.
     Lend(Box<dyn DataHandler + Send>),
+}
+
+impl Output {
+    /// The handler to lend data to: a lending output's, and only while no event waits for it
+    /// (`nothing_pending`), so that nothing overtakes a queued event.
+    fn lender(&mut self, nothing_pending: bool) -> Option<&mut dyn DataHandler> {
+        match self {
+            Self::Lend(h) if nothing_pending => Some(h.as_mut()),
+            _ => None,
+        }
+    }
 }
 
 pub(crate) struct Driver {
@@ -386,37 +397,21 @@ impl Driver {
                         Ok(0)
                     }
                     Ok(n) => {
-                        let read = match (&mut self.output, self.pending.is_empty()) {
-                            (Output::Lend(h), true) => tls.handle_read(
-                                n,
-                                &mut LendingInput {
-                                    stream: &mut self.stream,
-                                    now,
-                                    on_data: |d: DataRef<'_>| h.on_data(d),
-                                },
-                            ),
-                            _ => tls.handle_read(
-                                n,
-                                &mut StreamInput {
-                                    stream: &mut self.stream,
-                                    now,
-                                },
-                            ),
+                        let mut sink = LendingInput {
+                            stream: &mut self.stream,
+                            now,
+                            handler: self.output.lender(self.pending.is_empty()),
                         };
-                        read.map(|()| n)
+                        tls.handle_read(n, &mut sink)
+                            .map(|()| n)
                             .map_err(|e| io::Error::other(e.to_string()))
                     }
                     Err(e) => Err(e),
                 },
                 None => match conn.sock.try_read(self.stream.read_buf()) {
                     Ok(n) if n > 0 => {
-                        // Lending only while nothing waits for the handler: order is kept.
-                        match (&mut self.output, self.pending.is_empty()) {
-                            (Output::Lend(h), true) => {
-                                self.stream.handle_read_with(n, now, |d| h.on_data(d));
-                            }
-                            _ => self.stream.handle_read(n, now),
-                        }
+                        let lender = self.output.lender(self.pending.is_empty());
+                        self.stream.handle_read_lending(n, now, lender);
                         Ok(n)
                     }
                     other => other,

@@ -9,7 +9,9 @@ use bytes::Bytes;
 use super::backoff::reconnect_delay;
 use super::config::{Profile, StreamConfig};
 use super::connection::{ConnEvent, Connection};
-use super::event::{DataRef, EndReason, RequestKind, StreamEvent, StreamState, TransportCommand};
+use super::event::{
+    DataHandler, DataRef, EndReason, RequestKind, StreamEvent, StreamState, TransportCommand,
+};
 use super::profile::{self, BetfairSubscription, Clocks, Template};
 use super::stats::{Stats, StatsHandle};
 use super::timers::{Timer, TimerTable};
@@ -342,6 +344,21 @@ impl Stream {
             }),
         );
         self.after_read(now);
+    }
+
+    /// [`handle_read_with`](Self::handle_read_with) lending to `handler`, or
+    /// [`handle_read`](Self::handle_read) without one: for an adapter whose delivery may or
+    /// may not lend (and must not lend while events wait for its handler).
+    pub fn handle_read_lending(
+        &mut self,
+        n: usize,
+        now: Instant,
+        handler: Option<&mut (dyn DataHandler + '_)>,
+    ) {
+        match handler {
+            Some(h) => self.handle_read_with(n, now, |d| h.on_data(d)),
+            None => self.handle_read(n, now),
+        }
     }
 
     /// What every read does after the engine took the bytes: timers, then the events.

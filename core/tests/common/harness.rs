@@ -135,6 +135,40 @@ impl Harness {
 }
 
 impl Harness {
+    /// A Betfair stream subscribed to every market, connected, greeted and authenticated;
+    /// its events so far taken.
+    pub fn betfair_authenticated() -> Self {
+        let auth = feedwire_core::BetfairAuth {
+            app_key: "k".into(),
+            session: "s".into(),
+        };
+        let mut h = Harness::new(StreamConfig::betfair("tcp://127.0.0.1:9", auth));
+        let sub = feedwire_core::BetfairSubscription {
+            filter_json: "{}".into(),
+            data_filter_json: None,
+            heartbeat_ms: None,
+            conflate_ms: None,
+        };
+        h.s.subscribe_markets(sub, h.now).expect("valid");
+        h.connect();
+        h.feed_line(r#"{"op":"connection","connectionId":"1"}"#);
+        h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS"}"#);
+        h.take_events();
+        h
+    }
+
+    /// Drops a Betfair connection, waits out the backoff, and greets and authenticates the
+    /// next one; the lines sent on it (the resubscription carries the clocks seen).
+    pub fn betfair_reconnect(&mut self) -> Vec<String> {
+        self.s.handle_transport_error("reset", self.now);
+        self.advance(Duration::from_secs(30));
+        self.connect();
+        self.sent.clear();
+        self.feed_line(r#"{"op":"connection","connectionId":"2"}"#);
+        self.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
+        self.sent_lines()
+    }
+
     /// Lines the client sent since the last call (line streams).
     pub fn sent_lines(&mut self) -> Vec<String> {
         let raw = String::from_utf8(std::mem::take(&mut self.sent)).expect("utf8");
