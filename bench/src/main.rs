@@ -95,7 +95,10 @@ fn main() -> ExitCode {
              that drains the socket faster than the server fills it gets short reads and pays \
              more wake-ups per message, which is why the raw limit (256 KiB reads) sometimes \
              shows more CPU per message than nexus-web (1 MiB reads). The feedwire rows include \
-             the whole stream machine (classification, statistics, timers, reconnection).\n{table}",
+             the whole stream machine (classification, statistics, timers, reconnection) and \
+             read data lent in place (`handle_read_with`, `Delivery::Lend`, `connect_lending`), \
+             each peer in its fastest idiomatic way too. Latency percentiles are medians over \
+             the same alternating rounds.\n{table}",
             machine(),
             command.join(" ")
         );
