@@ -5,9 +5,12 @@
 //! figure). Run it under `valgrind --tool=callgrind` for instruction counts.
 //!
 //! `--lend` reads with `Stream::handle_read_with` (data lent from the read buffer) instead of
-//! queueing every message as an event.
+//! queueing every message as an event. `--nexus` runs nexus-web's frame reader (the best peer
+//! in the socket runs: zero-copy, simdutf8; no classification, no stream machine) over the
+//! same bytes, copied in the same 256 KiB pieces — the library-against-library comparison
+//! without the kernel's noise (WebSocket scenarios).
 //!
-//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend]`
+//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend | --nexus]`
 #![allow(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
 
 use std::time::Instant;
@@ -15,6 +18,7 @@ use std::time::Instant;
 use feedwire_core::testing::{accept_response, server_frame};
 use feedwire_core::{BetfairAuth, Stream, StreamConfig, StreamEvent};
 use feedwire_replay::Scenario;
+use nexus_web::ws::{FrameReader, Message, Role};
 
 /// Largest read handed to the stream, bytes (the default `max_read_size`).
 const READ: usize = 256 * 1024;
@@ -101,16 +105,53 @@ fn open_stream(scenario: Scenario, now: Instant) -> Stream {
     }
 }
 
+/// nexus-web's reader over `bytes`, fed like [`feed`]: (messages, payload bytes).
+fn feed_nexus(bytes: &[u8]) -> Result<(usize, usize), String> {
+    let mut reader = FrameReader::builder()
+        .role(Role::Client)
+        .buffer_capacity(1 << 20)
+        .build();
+    let (mut fed, mut messages, mut payload_bytes) = (0, 0, 0);
+    while fed < bytes.len() {
+        let spare = reader.spare();
+        let n = spare.len().min(bytes.len() - fed).min(READ);
+        if n == 0 {
+            reader.compact();
+            continue;
+        }
+        spare[..n].copy_from_slice(&bytes[fed..fed + n]);
+        reader.filled(n);
+        fed += n;
+        while reader.poll().map_err(|e| e.to_string())? {
+            match reader.next().map_err(|e| e.to_string())? {
+                Some(Message::Text(t)) => {
+                    messages += 1;
+                    payload_bytes += t.len();
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+    }
+    Ok((messages, payload_bytes))
+}
+
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let name = args
         .next()
-        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R] [--lend]")?;
+        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R] [--lend | --nexus]")?;
     let scenario = Scenario::from_name(&name).ok_or_else(|| format!("unknown scenario {name}"))?;
-    let (mut count, mut repeat, mut lend) = (scenario.default_count(), 5, false);
+    let (mut count, mut repeat) = (scenario.default_count(), 5);
+    let (mut lend, mut nexus) = (false, false);
     while let Some(flag) = args.next() {
-        if flag == "--lend" {
-            lend = true;
+        match flag.as_str() {
+            "--lend" => lend = true,
+            "--nexus" if !scenario.is_lines() => nexus = true,
+            "--nexus" => return Err("--nexus: WebSocket scenarios only".to_owned()),
+            _ => {}
+        }
+        if matches!(flag.as_str(), "--lend" | "--nexus") {
             continue;
         }
         let value: usize = args
@@ -129,7 +170,11 @@ fn main() -> Result<(), String> {
         let now = Instant::now();
         let mut s = open_stream(scenario, now);
         let started = Instant::now();
-        let (messages, payload_bytes) = feed(&mut s, &bytes, now, lend);
+        let (messages, payload_bytes) = if nexus {
+            feed_nexus(&bytes)?
+        } else {
+            feed(&mut s, &bytes, now, lend)
+        };
         let ns = started.elapsed().as_nanos() as f64 / messages.max(1) as f64;
         if messages != count {
             return Err(format!("{messages} of {count} messages came out"));
