@@ -365,6 +365,14 @@ impl Classifier {
                 return verdict;
             }
         }
+        self.verdict_by_scan(payload)
+    }
+
+    /// [`verdict`](Self::verdict) for a message whose first key decided nothing
+    /// ([`plain_by_first_key`](Self::plain_by_first_key) said `None`): the prefilter, then
+    /// the head scan.
+    pub(crate) fn verdict_by_scan(&self, payload: &[u8]) -> Verdict {
+        let head = &payload[..payload.len().min(self.rules.scan_len)];
         let prefiltered = !self.needles.is_empty();
         if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
             return Verdict::PLAIN_DATA;
@@ -416,30 +424,53 @@ impl Classifier {
 
     /// Data when the first key is one of `data_first_keys`, judged on that key alone.
     fn by_first_key(&self, head: &[u8]) -> Option<Verdict> {
+        let flags = self.first_key_flags(head)?;
+        Some(Verdict::Data {
+            heartbeat: flags.heartbeat,
+            shutdown: flags.shutdown,
+            extracted: [None, None, None],
+        })
+    }
+
+    /// [`by_first_key`](Self::by_first_key) as two flags, with nothing extracted: the
+    /// stream's fast path asks only this for nearly every Binance message, so no `Verdict`
+    /// (80 bytes) is built for it. `payload` is the whole message.
+    #[inline]
+    pub(crate) fn plain_by_first_key(&self, payload: &[u8]) -> Option<FirstKeyFlags> {
+        if self.first_keys.is_empty() {
+            return None;
+        }
+        self.first_key_flags(&payload[..payload.len().min(self.rules.scan_len)])
+    }
+
+    fn first_key_flags(&self, head: &[u8]) -> Option<FirstKeyFlags> {
         let c = &self.compiled;
         let (which, at) = self.first_key(head)?;
         let first = &self.first_keys[which];
         if first.needs_scan {
             return None;
         }
-        let (mut heartbeat, mut shutdown) = (false, false);
+        let mut flags = FirstKeyFlags::default();
         for check in &self.first_key_checks[first.checks.clone()] {
             let holds = match &check.token {
                 None => true,
                 Some(token) => value_is(head, at, &c.token_bytes[token.clone()]),
             };
             if check.shutdown {
-                shutdown |= holds;
+                flags.shutdown |= holds;
             } else {
-                heartbeat |= holds;
+                flags.heartbeat |= holds;
             }
         }
-        Some(Verdict::Data {
-            heartbeat,
-            shutdown,
-            extracted: [None, None, None],
-        })
+        Some(flags)
     }
+}
+
+/// What a data message's first key says about it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FirstKeyFlags {
+    pub(crate) heartbeat: bool,
+    pub(crate) shutdown: bool,
 }
 
 /// The structural scan of a head that may hold a rule's key.

@@ -1219,7 +1219,10 @@ fn plain_data(
     if binary {
         return Some(false);
     }
-    match classifier.verdict(payload) {
+    if let Some(flags) = classifier.plain_by_first_key(payload) {
+        return (!flags.shutdown).then_some(flags.heartbeat);
+    }
+    match classifier.verdict_by_scan(payload) {
         Verdict::Data {
             heartbeat,
             shutdown: false,
