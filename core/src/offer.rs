@@ -16,7 +16,9 @@ pub(crate) trait Take {
     /// than cutting owned slices for [`Take::take`].
     const LENDS: bool;
     /// A message still in the read buffer; whether it was taken. Called only when `LENDS`.
-    fn lend(&mut self, payload: &[u8], binary: bool) -> bool;
+    fn lend(&mut self, _payload: &[u8], _binary: bool) -> bool {
+        false
+    }
     /// An owned message; handed back if not taken.
     fn take(&mut self, payload: Bytes, binary: bool) -> Option<Bytes>;
 }
@@ -26,10 +28,6 @@ pub(crate) struct Owned<F>(pub F);
 
 impl<F: FnMut(Bytes, bool) -> Option<Bytes>> Take for Owned<F> {
     const LENDS: bool = false;
-
-    fn lend(&mut self, _: &[u8], _: bool) -> bool {
-        false
-    }
 
     #[inline(always)]
     fn take(&mut self, payload: Bytes, binary: bool) -> Option<Bytes> {
@@ -42,10 +40,6 @@ pub(crate) struct TakeNothing;
 
 impl Take for TakeNothing {
     const LENDS: bool = false;
-
-    fn lend(&mut self, _: &[u8], _: bool) -> bool {
-        false
-    }
 
     fn take(&mut self, payload: Bytes, _: bool) -> Option<Bytes> {
         Some(payload)

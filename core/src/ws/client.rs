@@ -578,9 +578,9 @@ impl WebSocketClient {
         let max = self.decoder.max_unfragmented_payload();
         let filled = self.rb.filled();
         let mut end = 0;
-        while let Some((text, header, len)) = simple_data_frame(&filled[end..], max) {
+        while let Some((kind, header, len)) = simple_data_frame(&filled[end..], max) {
             let payload = &filled[end + header..end + header + len];
-            if text && !crate::utf8::is_valid(payload) {
+            if kind == MessageKind::Text && !crate::utf8::is_valid(payload) {
                 break;
             }
             end += header + len;
@@ -592,12 +592,7 @@ impl WebSocketClient {
         // The headers are read again rather than remembered: 2-4 bytes each, cheaper than
         // writing and reading back a list of ranges.
         let mut at = 0;
-        while let Some((text, header, len)) = simple_data_frame(&input[at..], max) {
-            let kind = if text {
-                MessageKind::Text
-            } else {
-                MessageKind::Binary
-            };
+        while let Some((kind, header, len)) = simple_data_frame(&input[at..], max) {
             let payload = input.slice(at + header..at + header + len);
             at += header + len;
             self.offer(Message { kind, payload }, take);
@@ -613,26 +608,22 @@ impl WebSocketClient {
         let filled = self.rb.filled();
         let mut end = 0;
         let mut declined = None;
-        while let Some((text, header, len)) = simple_data_frame(&filled[end..], max) {
+        while let Some((kind, header, len)) = simple_data_frame(&filled[end..], max) {
             let payload = &filled[end + header..end + header + len];
-            if text && !crate::utf8::is_valid(payload) {
+            if kind == MessageKind::Text && !crate::utf8::is_valid(payload) {
                 break;
             }
-            if !take.lend(payload, !text) {
-                declined = Some((text, header, len));
+            if !take.lend(payload, kind == MessageKind::Binary) {
+                declined = Some((kind, header, len));
                 break;
             }
             end += header + len;
         }
         self.rb.discard(end);
-        if let Some((text, header, len)) = declined {
+        if let Some((kind, header, len)) = declined {
             let frame = self.rb.consume(header + len);
             self.events.push_back(Event::Message(Message {
-                kind: if text {
-                    MessageKind::Text
-                } else {
-                    MessageKind::Binary
-                },
+                kind,
                 payload: frame.slice(header..),
             }));
         }

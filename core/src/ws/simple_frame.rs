@@ -4,17 +4,22 @@
 //! 64-bit lengths, incomplete frames, limit violations) is left to the general decoder, which
 //! therefore alone decides every error and its close code.
 
-/// A simple data frame at the start of `buf`: whether it is text, its header length and its
-/// payload length (bytes). `None` when the frame is anything the general decoder must see.
+use crate::ws::MessageKind;
+
+/// A simple data frame at the start of `buf`: its kind, its header length and its payload
+/// length (bytes). `None` when the frame is anything the general decoder must see.
 /// `max_payload` is the smaller of the frame and message size limits (bytes).
 #[inline]
-pub(crate) fn simple_data_frame(buf: &[u8], max_payload: usize) -> Option<(bool, usize, usize)> {
+pub(crate) fn simple_data_frame(
+    buf: &[u8],
+    max_payload: usize,
+) -> Option<(MessageKind, usize, usize)> {
     let [b0, b1, ..] = *buf else {
         return None;
     };
-    let text = match b0 {
-        0x81 => true,
-        0x82 => false,
+    let kind = match b0 {
+        0x81 => MessageKind::Text,
+        0x82 => MessageKind::Binary,
         _ => return None,
     };
     let (header_len, len) = match b1 {
@@ -27,7 +32,7 @@ pub(crate) fn simple_data_frame(buf: &[u8], max_payload: usize) -> Option<(bool,
         // top bit means masked, which a server must not do.
         _ => return None,
     };
-    (len <= max_payload && buf.len() - header_len >= len).then_some((text, header_len, len))
+    (len <= max_payload && buf.len() - header_len >= len).then_some((kind, header_len, len))
 }
 
 #[cfg(test)]
@@ -38,9 +43,15 @@ mod tests {
     #[test]
     fn recognises_only_complete_final_unmasked_data_frames() {
         let text = server_frame(true, 1, b"hello");
-        assert_eq!(simple_data_frame(&text, 100), Some((true, 2, 5)));
+        assert_eq!(
+            simple_data_frame(&text, 100),
+            Some((MessageKind::Text, 2, 5))
+        );
         let binary = server_frame(true, 2, &[0; 300]);
-        assert_eq!(simple_data_frame(&binary, 1000), Some((false, 4, 300)));
+        assert_eq!(
+            simple_data_frame(&binary, 1000),
+            Some((MessageKind::Binary, 4, 300))
+        );
         assert_eq!(simple_data_frame(&binary, 299), None, "over the limit");
         assert_eq!(simple_data_frame(&binary[..303], 1000), None, "incomplete");
         assert_eq!(simple_data_frame(&binary[..3], 1000), None);
