@@ -61,3 +61,17 @@ pub fn decode_client_frames(mut bytes: &[u8]) -> Vec<(bool, u8, Vec<u8>)> {
     }
     frames
 }
+
+/// Classifies `heads` in order as a stream's fast path does — along the head shapes learned
+/// from the heads before — and as the full head walk does; the first head where the two
+/// verdicts differ, if any (for the `head_shapes` fuzz target).
+pub fn shaped_verdicts_differ<'a>(
+    rules: &crate::RouteRules,
+    heads: impl IntoIterator<Item = &'a [u8]>,
+) -> Option<&'a [u8]> {
+    let classifier = crate::Classifier::new(rules.clone());
+    let mut shapes = crate::route::HeadShapes::default();
+    heads.into_iter().find(|head| {
+        classifier.verdict_by_shape(head, &mut shapes) != classifier.verdict_by_scan(head)
+    })
+}

@@ -6,6 +6,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::head_scan::{first_key_among, for_each_compact_pair, for_each_pair, value_is, Value};
+use super::head_shape::HeadShapes;
 use super::rules::{Condition, RouteRules};
 
 /// A response's id as found in its head.
@@ -406,6 +407,30 @@ impl Classifier {
         }
         scan(head, &self.compiled, self.rules.stop_at_composite)
     }
+
+    /// [`verdict_by_scan`](Self::verdict_by_scan) that walks the head along a shape learned
+    /// from earlier messages of the stream when one fits (see [`HeadShapes`]), and learns
+    /// this head's shape when none does.
+    pub(crate) fn verdict_by_shape(&self, payload: &[u8], shapes: &mut HeadShapes) -> Verdict {
+        let head = &payload[..payload.len().min(self.rules.scan_len)];
+        let prefiltered = !self.needles.is_empty();
+        if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
+            return Verdict::PLAIN_DATA;
+        }
+        let c = &self.compiled;
+        with_values(c.keys.len(), |values| {
+            if !shapes.walk(head, values) {
+                walk_values(head, c, self.rules.stop_at_composite, values);
+                shapes.learn(
+                    head,
+                    self.rules.stop_at_composite,
+                    |key| c.key_index(head, key),
+                    c.keys.len(),
+                );
+            }
+            judge(head, c, values)
+        })
+    }
 }
 
 /// What classification found; see [`Classifier::verdict`].
@@ -535,15 +560,27 @@ fn holds(c: &Compiled, head: &[u8], values: &[Option<Value>], cond: &Cond) -> bo
 
 /// The structural scan of a head that may hold a rule's key.
 fn scan(head: &[u8], c: &Compiled, stop_at_composite: bool) -> Verdict {
-    // The first occurrence of each key the rules mention, by key index.
+    with_values(c.keys.len(), |values| {
+        walk_values(head, c, stop_at_composite, values);
+        judge(head, c, values)
+    })
+}
+
+/// Runs `f` with a slot per rule key (all `None`), on the stack for up to [`STACK_KEYS`].
+#[inline(always)]
+fn with_values<R>(keys: usize, f: impl FnOnce(&mut [Option<Value>]) -> R) -> R {
     let mut stack: [Option<Value>; STACK_KEYS] = Default::default();
-    let mut heap = Vec::new();
-    let values: &mut [Option<Value>] = if c.keys.len() <= STACK_KEYS {
-        &mut stack[..c.keys.len()]
+    if keys <= STACK_KEYS {
+        f(&mut stack[..keys])
     } else {
-        heap.resize(c.keys.len(), None);
-        &mut heap
-    };
+        f(&mut vec![None; keys])
+    }
+}
+
+/// Fills `values` (all `None`) with the first value of each rule key in the head walk:
+/// the compact lane, else the general walk.
+#[inline(always)]
+fn walk_values(head: &[u8], c: &Compiled, stop_at_composite: bool, values: &mut [Option<Value>]) {
     // Once every key has a value, later pairs cannot change anything.
     let mut missing = values.len();
     let compact = for_each_compact_pair(head, stop_at_composite, |key, value| {
@@ -556,6 +593,11 @@ fn scan(head: &[u8], c: &Compiled, stop_at_composite: bool) -> Verdict {
             record(c, head, values, &mut missing, key, value)
         });
     }
+}
+
+/// The verdict the rules give for the first values of their keys.
+#[inline(always)]
+fn judge(head: &[u8], c: &Compiled, values: &[Option<Value>]) -> Verdict {
     let any_holds = |which: usize| {
         c.list(which).iter().any(
             #[inline(always)]

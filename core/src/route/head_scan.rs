@@ -33,7 +33,7 @@ impl Value {
 
 /// Bytes that end a number, `true`, `false` or `null`: a table lookup per byte instead of
 /// seven compares (timestamps are 13 digits long).
-const ENDS_TOKEN: [bool; 256] = {
+pub(crate) const ENDS_TOKEN: [bool; 256] = {
     let mut t = [false; 256];
     let mut i = 0;
     let ends = *b",}] \t\r\n";
@@ -44,7 +44,7 @@ const ENDS_TOKEN: [bool; 256] = {
     t
 };
 
-fn skip_ws_from(head: &[u8], mut pos: usize) -> usize {
+pub(crate) fn skip_ws_from(head: &[u8], mut pos: usize) -> usize {
     while matches!(head.get(pos), Some(b' ' | b'\t' | b'\r' | b'\n')) {
         pos += 1;
     }
@@ -252,7 +252,7 @@ pub(crate) fn for_each_compact_pair(
 /// the head has one. Whole words of ASCII digits are skipped eight bytes at a step: Betfair
 /// publish times are 13 digits, and a digit never ends a token.
 #[inline(always)]
-fn token_end(head: &[u8], start: usize) -> Option<usize> {
+pub(crate) fn token_end(head: &[u8], start: usize) -> Option<usize> {
     let mut i = start;
     while let Some(&chunk) = head.get(i..).and_then(<[u8]>::first_chunk::<8>) {
         if !all_digits(u64::from_le_bytes(chunk)) {
@@ -298,7 +298,7 @@ fn string_at(head: &[u8], at: usize) -> Option<(Range<usize>, usize)> {
 /// head are short, too short for a SIMD search's set-up to pay, and a byte loop costs about
 /// nine instructions per byte.
 #[inline(always)]
-fn quote_or_backslash(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn quote_or_backslash(bytes: &[u8]) -> Option<usize> {
     const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
     const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
     // The lowest flagged byte of each mask is exact (false flags only appear above a true

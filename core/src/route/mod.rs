@@ -3,12 +3,14 @@
 
 mod classify;
 mod head_scan;
+mod head_shape;
 mod pending;
 mod router;
 mod rules;
 
 pub(crate) use classify::Verdict;
 pub use classify::{classify, Class, Classifier, Extracted, ResponseId};
+pub(crate) use head_shape::HeadShapes;
 pub use pending::{PendingRequests, RequestHandle, RequestId};
 pub use router::{IdStyle, Routed, Router, RouterConfig, TimedOut};
 pub use rules::{Condition, RouteRules};

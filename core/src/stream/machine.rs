@@ -19,7 +19,7 @@ use crate::endpoint::Endpoint;
 use crate::error::{ConfigError, StreamError};
 use crate::offer::{Lent, Owned, TakeNothing};
 use crate::rng::{MaskRng, Seed};
-use crate::route::{Classifier, RequestId, Routed, Router, Verdict};
+use crate::route::{Classifier, HeadShapes, RequestId, Routed, Router, Verdict};
 use crate::ws::CloseInitiator;
 
 /// Streams per SUBSCRIBE message when (re)subscribing many at once.
@@ -130,6 +130,8 @@ pub struct Stream {
     betfair_subs: [Option<BetfairSubscription>; 2],
     /// Their stream positions, indexed by [`Feed`].
     clocks: [Clocks; 2],
+    /// Shapes of recent data heads, so the fast path's head walk skips what they share.
+    head_shapes: HeadShapes,
     outbox: VecDeque<Outgoing>,
     /// Send times of the last `control_rate` paced messages.
     paced: VecDeque<Instant>,
@@ -173,6 +175,7 @@ impl Stream {
             streams: BTreeSet::new(),
             betfair_subs: [None, None],
             clocks: [Clocks::default(), Clocks::default()],
+            head_shapes: HeadShapes::default(),
             outbox: VecDeque::new(),
             paced: VecDeque::new(),
             stats: Stats::new(now),
@@ -288,11 +291,16 @@ impl Stream {
         // the general path in `drain_connection`, in order.
         if self.got_data {
             let classifier = self.router.classifier();
-            let (events, stats, clocks) = (&mut self.events, &mut self.stats, &mut self.clocks);
+            let (events, stats, clocks, shapes) = (
+                &mut self.events,
+                &mut self.stats,
+                &mut self.clocks,
+                &mut self.head_shapes,
+            );
             conn.handle_read_offering(
                 n,
                 &mut Owned(|payload: Bytes, binary| {
-                    match plain_data(classifier, clocks, &payload, binary) {
+                    match plain_data(classifier, shapes, clocks, &payload, binary) {
                         Some(heartbeat) => {
                             stats.received(payload.len());
                             events.push_back(StreamEvent::Data { payload, heartbeat });
@@ -329,11 +337,11 @@ impl Stream {
             return self.handle_read(n, now);
         }
         let classifier = self.router.classifier();
-        let (stats, clocks) = (&mut self.stats, &mut self.clocks);
+        let (stats, clocks, shapes) = (&mut self.stats, &mut self.clocks, &mut self.head_shapes);
         conn.handle_read_offering(
             n,
             &mut Lent(|payload: &[u8], binary| {
-                match plain_data(classifier, clocks, payload, binary) {
+                match plain_data(classifier, shapes, clocks, payload, binary) {
                     Some(heartbeat) => {
                         stats.received(payload.len());
                         on_data(DataRef { payload, heartbeat });
@@ -1212,6 +1220,7 @@ impl Stream {
 #[inline(always)]
 fn plain_data(
     classifier: &Classifier,
+    shapes: &mut HeadShapes,
     clocks: &mut [Clocks; 2],
     payload: &[u8],
     binary: bool,
@@ -1222,7 +1231,7 @@ fn plain_data(
     if let Some(flags) = classifier.plain_by_first_key(payload) {
         return (!flags.shutdown).then_some(flags.heartbeat);
     }
-    match classifier.verdict_by_scan(payload) {
+    match classifier.verdict_by_shape(payload, shapes) {
         Verdict::Data {
             heartbeat,
             shutdown: false,
