@@ -6,7 +6,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::head_scan::{first_key_among, for_each_compact_pair, for_each_pair, value_is, Value};
-use super::head_shape::HeadShapes;
+use super::head_shape::{HeadShapes, KeyRoles};
 use super::rules::{Condition, RouteRules};
 
 /// A response's id as found in its head.
@@ -85,6 +85,8 @@ struct Compiled {
     id_key: usize,
     /// Key indexes of `extract_keys` (at most three).
     extract: [Option<usize>; 3],
+    /// What the rules do with each key, for learning head shapes.
+    roles: KeyRoles,
     /// Bit `b % 64` set for the first byte `b` of every key: most keys of a message are
     /// none of the rules' (`pt`, `mc`), and this rules them out with one test.
     first_bytes: u64,
@@ -157,6 +159,11 @@ impl Compiled {
             id_key: 0,
             extract: [None; 3],
             first_bytes: 0,
+            roles: KeyRoles {
+                keys: 0,
+                tested: 0,
+                extract: [None; 3],
+            },
         };
         let lists = [
             &rules.response,
@@ -188,6 +195,12 @@ impl Compiled {
             let i = c.index(key);
             c.extract[slot] = Some(i);
         }
+        let tested = c.conds.iter().filter(|cond| cond.key < 64);
+        c.roles = KeyRoles {
+            keys: c.keys.len(),
+            tested: tested.fold(0, |bits, cond| bits | 1 << cond.key),
+            extract: c.extract,
+        };
         c
     }
 
@@ -417,19 +430,19 @@ impl Classifier {
         if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
             return Verdict::PLAIN_DATA;
         }
+        if let Some(verdict) = shapes.verdict(head) {
+            return verdict;
+        }
         let c = &self.compiled;
-        with_values(c.keys.len(), |values| {
-            if !shapes.walk(head, values) {
-                walk_values(head, c, self.rules.stop_at_composite, values);
-                shapes.learn(
-                    head,
-                    self.rules.stop_at_composite,
-                    |key| c.key_index(head, key),
-                    c.keys.len(),
-                );
-            }
-            judge(head, c, values)
-        })
+        let verdict = scan(head, c, self.rules.stop_at_composite);
+        shapes.learn(
+            head,
+            self.rules.stop_at_composite,
+            |key| c.key_index(head, key),
+            &c.roles,
+            &verdict,
+        );
+        verdict
     }
 }
 

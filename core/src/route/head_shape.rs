@@ -1,16 +1,25 @@
-//! Learned head shapes: the bytes *between* the values of a message's head walk. A stream's
-//! messages share them — every Betfair delta opens `{"op":` · `,"id":` · `,"clk":"` · `,"pt":`
-//! · `,"mc":` — so the next head is checked against the last shapes seen, one integer compare
-//! per pair, with no key to find, look up or match: only the values are scanned. Any
+//! Learned head shapes. A stream's messages share most of their heads' bytes — every
+//! Betfair delta reads `{"op":"mcm","id":` · 2 · `,"clk":"` · clock · `","pt":` · time ·
+//! `,"mc":[` — so after walking one head in full, the stream keeps its *shape*: the bytes
+//! outside the values that vary, and the verdict they imply. The next head is checked
+//! against the last shapes seen, one integer compare per literal, scanning only the varying
+//! values; when one fits, the verdict is the shape's (with this head's value ranges). Any
 //! difference and the caller walks the head in full (and learns its shape).
 //!
-//! Exactness: a head that matches a shape has, at the same offsets, the same bytes as the
-//! learned head everywhere but inside the values, and values are scanned by the very rules of
-//! [`for_each_pair`]; so the general walk of that head would report the same keys with the
-//! same value ranges and stop at the same place. A property test holds the two to that.
+//! What a shape fixes: the keys (so which keys are present, and where the walk stops), and
+//! the values of the keys the rules' conditions test (Betfair `op`, `ct`, `statusCode`) — so
+//! every condition comes out as it did for the learned head. What varies: every other value
+//! (ids, clocks, times), scanned by the rules of the general walk.
+//!
+//! Exactness: a head that fits has, at the same offsets, the bytes of the learned head
+//! everywhere outside the varying values, and those are scanned by the very rules of
+//! [`for_each_pair`]; so the general walk of that head reports the same keys, the same
+//! condition values and value ranges where this one does, and stops at the same place. A
+//! property test and a fuzz target hold the two walks to the same verdicts.
 
 use std::ops::Range;
 
+use super::classify::Verdict;
 use super::head_scan::{
     for_each_pair, quote_or_backslash, skip_ws_from, token_end, Value, ENDS_TOKEN,
 };
@@ -19,7 +28,18 @@ use super::head_scan::{
 /// alternating shapes do not relearn on every message.
 const SLOTS: usize = 2;
 
-/// Learned shapes of one stream's heads, most useful first. A few hundred bytes.
+/// What the rules do with each key, for learning shapes.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyRoles {
+    /// Number of distinct rule keys; shapes are learned for up to 64.
+    pub(crate) keys: usize,
+    /// Bit `i` set when a condition tests key `i`: its first value is part of a shape.
+    pub(crate) tested: u64,
+    /// Key indexes of the extracted keys, in slot order.
+    pub(crate) extract: [Option<usize>; 3],
+}
+
+/// Learned shapes of one stream's heads. A few hundred bytes.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct HeadShapes {
     slots: [Shape; SLOTS],
@@ -29,38 +49,59 @@ pub(crate) struct HeadShapes {
 
 #[derive(Debug, Clone, Default)]
 struct Shape {
-    /// Every pair's literal, back to back.
+    /// Every segment's literal, back to back.
     literals: Vec<u8>,
-    pairs: Vec<ShapePair>,
+    /// A literal, then (usually) a varying value; the last may be a literal alone.
+    segments: Vec<Segment>,
     end: ShapeEnd,
+    /// The last fixed bytes end inside a token (a fixed number at the end of the walk): the
+    /// byte after them must end it, as the learned head's did.
+    ends_in_token: bool,
+    heartbeat: bool,
+    shutdown: bool,
+    /// Where each extracted key's value is.
+    extract: [Option<Extract>; 3],
+    /// While learning: extract slots whose fixed value is in the literal not yet pushed.
+    pending_extracts: u8,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct ShapePair {
-    /// The literal: from the end of the previous value (the head's start for the first) to
-    /// where this value's scan begins — just past a string's opening quote.
+struct Segment {
+    /// The literal: from the end of the previous varying value (the head's start for the
+    /// first) to where this segment's value scan begins — just past a string's quote.
     literal: (u16, u16),
     /// The literal's first sixteen bytes (fewer if shorter) as a little-endian integer, and
     /// the mask selecting its length.
     word: u128,
     mask: u128,
-    kind: ValueKind,
-    /// Index of the key among the rules' keys (`None`: a key no rule mentions).
-    key: Option<u16>,
+    value: Varying,
+    /// Extract slots whose value is in this segment (bit per slot).
+    extracts: u8,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ValueKind {
+enum Varying {
     Str,
     Token,
     /// An object or array: the walk stops at it (only learned when it stops at composites).
     Composite,
+    /// No value: the shape's last literal.
+    Nothing,
+}
+
+/// Where an extracted value is, in the segment named by `Segment::extracts`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Extract {
+    /// The segment's varying value (a string).
+    Value,
+    /// Inside the segment's literal, at this offset and length.
+    Fixed(u16, u16),
 }
 
 /// Why the learned walk stopped after its last pair.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum ShapeEnd {
-    /// No pairs: nothing learned.
+    /// No shape: nothing learned.
     #[default]
     Empty,
     /// The next byte after optional whitespace is not a comma (the object's `}`).
@@ -72,34 +113,33 @@ enum ShapeEnd {
 }
 
 impl HeadShapes {
-    /// Walks `head` along a learned shape, filling `values` (all `None`, one per rule key)
-    /// with the first value of each rule key exactly as the general walk would; `false` (and
-    /// `values` all `None` again) if no shape fits.
+    /// The verdict for `head` by a learned shape, if one fits.
     #[inline]
-    pub(crate) fn walk(&mut self, head: &[u8], values: &mut [Option<Value>]) -> bool {
+    pub(crate) fn verdict(&mut self, head: &[u8]) -> Option<Verdict> {
         for slot in 0..SLOTS {
-            if self.slots[slot].walk(head, values) {
+            if let Some(v) = self.slots[slot].verdict(head) {
                 self.replace = (slot + 1) % SLOTS;
-                return true;
+                return Some(v);
             }
-            values.fill(None);
         }
-        false
+        None
     }
 
-    /// Learns the shape of `head` (walked by the general rules) into the slot that did not
-    /// match last, unless the walk ends in a way a shape cannot promise (a value cut off by
-    /// the end of the head, a composite value it would skip, a malformed pair).
-    /// `key_index` maps a key's range in `head` to the index of a rule key; there are `keys`.
+    /// Learns the shape of `head`, whose full walk gave `verdict`, into the slot that did not
+    /// fit last — unless it is a response (routed on the general path) or its walk ends in a
+    /// way a shape cannot promise (a value cut off by the end of the head, a composite value
+    /// it would skip, a malformed pair). `key_index` maps a key's range in `head` to the
+    /// index of a rule key.
     pub(crate) fn learn(
         &mut self,
         head: &[u8],
         stop_at_composite: bool,
         key_index: impl Fn(Range<usize>) -> Option<usize>,
-        keys: usize,
+        roles: &KeyRoles,
+        verdict: &Verdict,
     ) {
         let shape = &mut self.slots[self.replace];
-        if shape.learn(head, stop_at_composite, key_index, keys) {
+        if shape.learn(head, stop_at_composite, key_index, roles, verdict) {
             self.replace = (self.replace + 1) % SLOTS;
         } else {
             shape.clear();
@@ -110,126 +150,169 @@ impl HeadShapes {
 impl Shape {
     fn clear(&mut self) {
         self.literals.clear();
-        self.pairs.clear();
+        self.segments.clear();
         self.end = ShapeEnd::Empty;
+        self.extract = [None; 3];
+        self.pending_extracts = 0;
+        self.ends_in_token = false;
     }
 
     #[inline(always)]
-    fn walk(&self, head: &[u8], values: &mut [Option<Value>]) -> bool {
+    fn verdict(&self, head: &[u8]) -> Option<Verdict> {
         if self.end == ShapeEnd::Empty {
-            return false;
+            return None;
         }
-        // Once every key has a value the walk stops (as the general one does).
-        let mut missing = values.len();
-        let mut f = |k: usize, value: Value| {
-            if values[k].is_none() {
-                values[k] = Some(value);
-                missing -= 1;
-            }
-            missing > 0
-        };
+        let mut extracted: [Option<Range<usize>>; 3] = Default::default();
         let mut pos = 0;
-        let last = self.pairs.len() - 1;
-        for (i, pair) in self.pairs.iter().enumerate() {
-            let (start, end) = (usize::from(pair.literal.0), usize::from(pair.literal.1));
+        for segment in &self.segments {
+            let (start, end) = (
+                usize::from(segment.literal.0),
+                usize::from(segment.literal.1),
+            );
             let literal_len = end - start;
             let same = match head.get(pos..).and_then(<[u8]>::first_chunk::<16>) {
                 Some(&chunk) if literal_len <= 16 => {
-                    u128::from_le_bytes(chunk) & pair.mask == pair.word
+                    u128::from_le_bytes(chunk) & segment.mask == segment.word
                 }
                 _ => head.get(pos..pos + literal_len) == Some(&self.literals[start..end]),
             };
             if !same {
-                return false;
+                return None;
             }
+            let literal_at = pos;
             pos += literal_len;
-            let value = match pair.kind {
-                ValueKind::Str => {
-                    let Some(close) = head.get(pos..).and_then(quote_or_backslash) else {
-                        return false;
-                    };
-                    let close = pos + close;
+            let value_at = pos;
+            match segment.value {
+                Varying::Str => {
+                    let close = pos + head.get(pos..).and_then(quote_or_backslash)?;
                     if head[close] != b'"' {
-                        return false;
+                        return None;
                     }
-                    let value = Value::Str(pos..close);
                     pos = close + 1;
-                    value
                 }
-                ValueKind::Token => {
-                    match head.get(pos) {
-                        Some(&b) if starts_token(b) => {}
-                        _ => return false,
+                Varying::Token => {
+                    if !head.get(pos).is_some_and(|&b| starts_token(b)) {
+                        return None;
                     }
-                    let Some(end) = token_end(head, pos) else {
-                        return false;
-                    };
-                    let value = Value::Token(pos..end);
-                    pos = end;
-                    value
+                    pos = token_end(head, pos)?;
                 }
-                ValueKind::Composite => {
+                Varying::Composite => {
                     if !matches!(head.get(pos), Some(b'{' | b'[')) {
-                        return false;
+                        return None;
                     }
-                    if let Some(k) = pair.key {
-                        f(usize::from(k), Value::Composite);
-                    }
-                    return true;
                 }
-            };
-            if let Some(k) = pair.key {
-                if !f(usize::from(k), value) {
-                    // Only where the learned walk stopped too (same keys, same count).
-                    return i == last && self.end == ShapeEnd::AllFound;
+                Varying::Nothing => {}
+            }
+            if segment.extracts != 0 {
+                for (slot, out) in extracted.iter_mut().enumerate() {
+                    if segment.extracts & 1 << slot != 0 {
+                        *out = match self.extract[slot] {
+                            Some(Extract::Value) => Some(value_at..pos - 1),
+                            Some(Extract::Fixed(at, len)) => {
+                                let at = literal_at + usize::from(at);
+                                Some(at..at + usize::from(len))
+                            }
+                            None => None,
+                        };
+                    }
                 }
             }
         }
-        self.end == ShapeEnd::NoComma && head.get(skip_ws_from(head, pos)) != Some(&b',')
+        if self.ends_in_token && !head.get(pos).is_some_and(|&b| ENDS_TOKEN[usize::from(b)]) {
+            return None;
+        }
+        if self.end == ShapeEnd::NoComma && head.get(skip_ws_from(head, pos)) == Some(&b',') {
+            return None;
+        }
+        Some(Verdict::Data {
+            heartbeat: self.heartbeat,
+            shutdown: self.shutdown,
+            extracted,
+        })
     }
 
-    /// Records `head`'s shape; `false` if it has none a walk could promise.
+    /// Records `head`'s shape; `false` if it has none a shape could promise.
     fn learn(
         &mut self,
         head: &[u8],
         stop_at_composite: bool,
         key_index: impl Fn(Range<usize>) -> Option<usize>,
-        keys: usize,
+        roles: &KeyRoles,
+        verdict: &Verdict,
     ) -> bool {
         self.clear();
-        // Keys seen, as bits: rules with more keys than that are not learned.
-        if keys > 64 {
+        let Verdict::Data {
+            heartbeat,
+            shutdown,
+            ..
+        } = *verdict
+        else {
+            return false;
+        };
+        if roles.keys > 64 || head.len() > usize::from(u16::MAX) {
             return false;
         }
-        let (mut seen, mut missing) = (0u64, keys);
-        // Where the previous value ended; `None` once the walk met what no shape promises.
-        let mut prev_end = Some(0);
+        (self.heartbeat, self.shutdown) = (heartbeat, shutdown);
+        let (mut seen, mut missing) = (0u64, roles.keys);
+        // Where the current literal starts; `None` once the walk met what no shape promises.
+        let mut literal_from = Some(0);
+        // Where the last value ended, and whether it was a fixed token.
+        let (mut last_end, mut fixed_token_last) = (0, false);
         let mut end = ShapeEnd::NoComma;
         for_each_pair(head, stop_at_composite, |key, value| {
-            let (kind, value_start, value_end) = match value {
-                Value::Str(r) => (ValueKind::Str, r.start, r.end + 1),
-                Value::Token(r) => (ValueKind::Token, r.start, r.end),
+            let Some(from) = literal_from else {
+                return false;
+            };
+            let (varying, value_start, value_end) = match value {
+                Value::Str(r) => (Varying::Str, r.start, r.end + 1),
+                Value::Token(r) => (Varying::Token, r.start, r.end),
                 Value::Composite if stop_at_composite => {
                     // The bracket: past the key's closing quote, whitespace, `:`, whitespace.
                     let at = skip_ws_from(head, skip_ws_from(head, key.end + 1) + 1);
-                    (ValueKind::Composite, at, at)
+                    (Varying::Composite, at, at)
                 }
                 Value::Composite | Value::Truncated => {
-                    prev_end = None;
+                    literal_from = None;
                     return false;
                 }
             };
-            let Some(from) = prev_end else { return false };
             let key = key_index(key);
-            if let Some(k) = key {
-                if seen & 1 << k == 0 {
-                    seen |= 1 << k;
-                    missing -= 1;
-                }
+            let first = key.filter(|&k| seen & 1 << k == 0);
+            if let Some(k) = first {
+                seen |= 1 << k;
+                missing -= 1;
             }
-            self.push(&head[from..value_start], kind, key);
-            prev_end = Some(value_end);
-            if kind == ValueKind::Composite {
+            let slots = first.map_or(0, |k| {
+                (0..3).fold(0u8, |m, s| m | u8::from(roles.extract[s] == Some(k)) << s)
+            });
+            let fixed =
+                varying != Varying::Composite && first.is_some_and(|k| roles.tested & 1 << k != 0);
+            if fixed {
+                // The value stays in the literal; an extracted string is found at its offset.
+                for slot in 0..3 {
+                    if slots & 1 << slot != 0 && varying == Varying::Str {
+                        self.extract[slot] = Some(Extract::Fixed(
+                            (value_start - from) as u16,
+                            (value_end - 1 - value_start) as u16,
+                        ));
+                        self.pending_extracts |= 1 << slot;
+                    }
+                }
+                fixed_token_last = varying == Varying::Token;
+            } else {
+                let pending = std::mem::take(&mut self.pending_extracts);
+                let segment = self.push(&head[from..value_start], varying, pending);
+                for slot in 0..3 {
+                    if slots & 1 << slot != 0 && varying == Varying::Str {
+                        self.extract[slot] = Some(Extract::Value);
+                        self.segments[segment].extracts |= 1 << slot;
+                    }
+                }
+                literal_from = Some(value_end);
+                fixed_token_last = false;
+            }
+            last_end = value_end;
+            if varying == Varying::Composite {
                 end = ShapeEnd::Composite;
                 return false;
             }
@@ -239,41 +322,58 @@ impl Shape {
             }
             true
         });
-        let Some(prev_end) = prev_end else {
+        let Some(from) = literal_from else {
             return false;
         };
-        // A walk that ended by itself: only a clean end (no comma next) is a shape; after a
-        // comma it met a malformed pair.
-        if self.pairs.is_empty()
-            || self.literals.len() > usize::from(u16::MAX)
-            || self.pairs.iter().any(|p| p.key == Some(u16::MAX))
-            || (end == ShapeEnd::NoComma && head.get(skip_ws_from(head, prev_end)) == Some(&b','))
-        {
+        if end != ShapeEnd::Composite {
+            // The walk ended by itself after a comma: a malformed pair, no shape. Otherwise
+            // what is left of the last literal (fixed values at the end) closes the shape.
+            if end == ShapeEnd::NoComma && head.get(skip_ws_from(head, last_end)) == Some(&b',') {
+                return false;
+            }
+            if from < last_end || self.pending_extracts != 0 {
+                let pending = std::mem::take(&mut self.pending_extracts);
+                self.push(&head[from..last_end], Varying::Nothing, pending);
+            }
+            self.ends_in_token = fixed_token_last;
+        }
+        if self.segments.is_empty() {
             return false;
         }
         self.end = end;
         true
     }
 
-    /// Appends a pair whose literal is `literal`.
-    fn push(&mut self, literal: &[u8], kind: ValueKind, key: Option<usize>) {
-        let start = self.literals.len();
-        self.literals.extend_from_slice(literal);
-        let n = literal.len().min(16);
-        let mut word = [0u8; 16];
-        word[..n].copy_from_slice(&literal[..n]);
-        let clamp = |v: usize| u16::try_from(v).unwrap_or(u16::MAX);
-        self.pairs.push(ShapePair {
-            literal: (clamp(start), clamp(self.literals.len())),
-            word: u128::from_le_bytes(word),
-            mask: if n == 16 {
-                u128::MAX
-            } else {
-                (1u128 << (8 * n)) - 1
-            },
-            kind,
-            key: key.map(clamp),
-        });
+    /// Appends segments for `literal` followed by a `value`: a literal longer than one
+    /// compare is cut into sixteen-byte pieces (the value goes with the last). `fixed`
+    /// extract slots, whose offsets count from the literal's start, go with the first.
+    /// Returns the last segment's index.
+    fn push(&mut self, literal: &[u8], value: Varying, fixed: u8) -> usize {
+        let count = literal.len().div_ceil(16).max(1);
+        let mut extracts = fixed;
+        for i in 0..count {
+            let piece = &literal[(16 * i).min(literal.len())..(16 * i + 16).min(literal.len())];
+            let start = self.literals.len();
+            self.literals.extend_from_slice(piece);
+            let mut word = [0u8; 16];
+            word[..piece.len()].copy_from_slice(piece);
+            self.segments.push(Segment {
+                literal: (start as u16, self.literals.len() as u16),
+                word: u128::from_le_bytes(word),
+                mask: if piece.len() == 16 {
+                    u128::MAX
+                } else {
+                    (1u128 << (8 * piece.len())) - 1
+                },
+                value: if i + 1 < count {
+                    Varying::Nothing
+                } else {
+                    value
+                },
+                extracts: std::mem::take(&mut extracts),
+            });
+        }
+        self.segments.len() - 1
     }
 }
 
@@ -289,17 +389,33 @@ mod tests {
     use proptest::prelude::*;
 
     use super::HeadShapes;
-    use crate::route::{Classifier, RouteRules, Verdict};
+    use crate::route::{Classifier, Condition, RouteRules, Verdict};
 
     fn classifiers() -> Vec<Classifier> {
         let mut walk_all = RouteRules::betfair();
         walk_all.stop_at_composite = false;
         let mut short = RouteRules::betfair();
         short.scan_len = 40;
+        // Conditions on numbers and on a key that also has an extracted value.
+        let tokens = RouteRules {
+            scan_len: 256,
+            response: vec![Condition::has_key("result")],
+            error: vec![Condition::not_equals("statusCode", "0")],
+            heartbeat: vec![
+                Condition::not_equals("id", "1"),
+                Condition::equals_str("op", "a"),
+            ],
+            shutdown: vec![Condition::not_equals("pt", "12")],
+            id_key: "id".to_owned(),
+            extract_keys: vec!["clk".to_owned(), "op".to_owned(), "ct".to_owned()],
+            data_first_keys: Vec::new(),
+            stop_at_composite: true,
+        };
         [
             RouteRules::betfair(),
             walk_all,
             short,
+            tokens,
             RouteRules::binance_stream(),
             RouteRules::binance_ws_api(),
         ]
@@ -353,7 +469,7 @@ mod tests {
     fn value(kind: u8) -> BoxedStrategy<String> {
         match kind {
             0 => "[A-Za-z0-9\"\\\\]{0,10}".boxed(),
-            1 => "[0-9]{1,17}|true|null|-1\\.5e3|[0-9a-z.\":]{1,4}".boxed(),
+            1 => "[0-9]{1,17}|1|12|true|null|-1\\.5e3|[0-9a-z.\":]{1,4}".boxed(),
             _ => "[0-9,\"{}]{0,6}".boxed(),
         }
     }
@@ -396,6 +512,31 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_fixed_number_at_the_end_must_end_where_it_did() {
+        // `id` is tested (heartbeat when it is not 1), so its value is part of the shape.
+        let classifier = classifiers().swap_remove(3);
+        let mut shapes = HeadShapes::default();
+        let learned = br#"{"id":1}"#;
+        assert_eq!(
+            classifier.verdict_by_shape(learned, &mut shapes),
+            classifier.verdict_by_scan(learned)
+        );
+        assert!(shapes.verdict(learned).is_some());
+        for longer in [&br#"{"id":12}"#[..], br#"{"id":1"#] {
+            assert_eq!(
+                shapes.verdict(longer),
+                None,
+                "{}",
+                String::from_utf8_lossy(longer)
+            );
+            assert_eq!(
+                classifier.verdict_by_shape(longer, &mut shapes),
+                classifier.verdict_by_scan(longer)
+            );
+        }
+    }
+
     fn delta(clk: &str, pt: u64, mc: &str) -> Vec<u8> {
         format!(r#"{{"op":"mcm","id":2,"clk":"{clk}","pt":{pt},"mc":[{mc}]}}"#).into_bytes()
     }
@@ -427,9 +568,10 @@ mod tests {
             (heartbeat("Q0FBQQ=="), true),
             (delta("Z", 9, ""), false),
         ] {
-            let mut values = vec![None; 6];
-            assert!(
-                shapes.walk(&head, &mut values),
+            let fitted = shapes.verdict(&head);
+            assert_eq!(
+                fitted,
+                Some(classifier.verdict_by_scan(&head)),
                 "{}",
                 String::from_utf8_lossy(&head)
             );
@@ -437,20 +579,22 @@ mod tests {
             assert_eq!(verdict, classifier.verdict_by_scan(&head));
             assert!(matches!(verdict, Verdict::Data { heartbeat: h, .. } if h == heartbeat));
         }
-        // A different head does not fit: an extra space, a longer key, an escaped clock.
+        // A different head does not fit: another op (its verdict could differ), an extra
+        // space, a longer key, an escaped clock, a number where a composite was.
         for other in [
-            &br#"{"op":"mcm","id":2,"clk": "A","pt":1,"mc":[]}"#[..],
+            &br#"{"op":"ocm","id":2,"clk":"A","pt":1,"mc":[]}"#[..],
+            br#"{"op":"status","id":2,"clk":"A","pt":1,"mc":[]}"#,
+            br#"{"op":"mcm","id":2,"clk": "A","pt":1,"mc":[]}"#,
             br#"{"op":"mcm","id":2,"clks":"A","pt":1,"mc":[]}"#,
             br#"{"op":"mcm","id":2,"clk":"A\"","pt":1,"mc":[]}"#,
             br#"{"op":"mcm","id":2,"clk":"A","pt":1,"mc":7}"#,
         ] {
-            let mut values = vec![None; 6];
-            assert!(
-                !shapes.walk(other, &mut values),
+            assert_eq!(
+                shapes.verdict(other),
+                None,
                 "{}",
                 String::from_utf8_lossy(other)
             );
-            assert!(values.iter().all(Option::is_none));
         }
     }
 }
