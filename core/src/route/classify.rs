@@ -161,7 +161,7 @@ impl Compiled {
             first_bytes: 0,
             roles: KeyRoles {
                 keys: 0,
-                tested: 0,
+                fixed: 0,
                 extract: [None; 3],
             },
         };
@@ -195,10 +195,15 @@ impl Compiled {
             let i = c.index(key);
             c.extract[slot] = Some(i);
         }
-        let tested = c.conds.iter().filter(|cond| cond.key < 64);
+        // Every rule key's first value is part of a shape but an extracted key's that no
+        // condition tests (Betfair `clk`, `initialClk`): those change with every message.
+        let bit = |k: usize| if k < 64 { 1u64 << k } else { 0 };
+        let tested = c.conds.iter().fold(0, |bits, cond| bits | bit(cond.key));
+        let extracted = c.extract.iter().flatten().fold(0, |bits, &k| bits | bit(k));
+        let all = (0..c.keys.len()).fold(0, |bits, k| bits | bit(k));
         c.roles = KeyRoles {
             keys: c.keys.len(),
-            tested: tested.fold(0, |bits, cond| bits | 1 << cond.key),
+            fixed: all & !(extracted & !tested),
             extract: c.extract,
         };
         c

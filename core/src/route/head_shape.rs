@@ -1,15 +1,16 @@
 //! Learned head shapes. A stream's messages share most of their heads' bytes — every
-//! Betfair delta reads `{"op":"mcm","id":` · 2 · `,"clk":"` · clock · `","pt":` · time ·
-//! `,"mc":[` — so after walking one head in full, the stream keeps its *shape*: the bytes
+//! Betfair delta reads `{"op":"mcm","id":2,"clk":"` · clock · `","pt":` · time · `,"mc":[`
+//! — so after walking one head in full, the stream keeps its *shape*: the bytes
 //! outside the values that vary, and the verdict they imply. The next head is checked
 //! against the last shapes seen, one integer compare per literal, scanning only the varying
 //! values; when one fits, the verdict is the shape's (with this head's value ranges). Any
 //! difference and the caller walks the head in full (and learns its shape).
 //!
 //! What a shape fixes: the keys (so which keys are present, and where the walk stops), and
-//! the values of the keys the rules' conditions test (Betfair `op`, `ct`, `statusCode`) — so
-//! every condition comes out as it did for the learned head. What varies: every other value
-//! (ids, clocks, times), scanned by the rules of the general walk.
+//! the first value of every key the rules mention (Betfair `op`, `id`, `ct`, `statusCode`)
+//! but the extracted ones no condition tests — so every condition comes out as it did for
+//! the learned head. What varies: those extracted values (clocks) and the values of keys the
+//! rules ignore (times), scanned by the rules of the general walk.
 //!
 //! Exactness: a head that fits has, at the same offsets, the bytes of the learned head
 //! everywhere outside the varying values, and those are scanned by the very rules of
@@ -33,8 +34,8 @@ const SLOTS: usize = 2;
 pub(crate) struct KeyRoles {
     /// Number of distinct rule keys; shapes are learned for up to 64.
     pub(crate) keys: usize,
-    /// Bit `i` set when a condition tests key `i`: its first value is part of a shape.
-    pub(crate) tested: u64,
+    /// Bit `i` set when key `i`'s first value is part of a shape (no bits above `keys`).
+    pub(crate) fixed: u64,
     /// Key indexes of the extracted keys, in slot order.
     pub(crate) extract: [Option<usize>; 3],
 }
@@ -286,7 +287,7 @@ impl Shape {
                 (0..3).fold(0u8, |m, s| m | u8::from(roles.extract[s] == Some(k)) << s)
             });
             let fixed =
-                varying != Varying::Composite && first.is_some_and(|k| roles.tested & 1 << k != 0);
+                varying != Varying::Composite && first.is_some_and(|k| roles.fixed & 1 << k != 0);
             if fixed {
                 // The value stays in the literal; an extracted string is found at its offset.
                 for slot in 0..3 {
