@@ -139,6 +139,9 @@ impl HeadShapes {
         roles: &KeyRoles,
         verdict: &Verdict,
     ) {
+        if !matches!(verdict, Verdict::Data { .. }) {
+            return; // keep both shapes: data resumes after a response
+        }
         let shape = &mut self.slots[self.replace];
         if shape.learn(head, stop_at_composite, key_index, roles, verdict) {
             self.replace = (self.replace + 1) % SLOTS;
@@ -557,6 +560,10 @@ mod tests {
         );
         let beat = heartbeat("AAB");
         classifier.verdict_by_shape(&beat, &mut shapes);
+        // A response in between (not learned) leaves both shapes in place.
+        let status = br#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#;
+        let answer = classifier.verdict_by_shape(status, &mut shapes);
+        assert!(matches!(answer, Verdict::Response { .. }));
         for (head, heartbeat) in [
             (
                 delta(
