@@ -91,10 +91,14 @@ fn main() -> ExitCode {
              server runs in a child process), from the first message to the last. Ratios compare \
              medians measured side by side in this one run.\n\n\
              How to read them: on a 2-core machine the server and the client share the CPU, so \
-             figures move 20-50% between invocations; compare rows within one table. A client \
-             that drains the socket faster than the server fills it gets short reads and pays \
-             more wake-ups per message, which is why the raw limit (256 KiB reads) sometimes \
-             shows more CPU per message than nexus-web (1 MiB reads). The feedwire rows include \
+             figures move 20-50% between invocations; compare rows within one table. Reading \
+             over loopback is bistable: a client that keeps up reads what the server has just \
+             written (about 100 KB per read, still in cache); one that falls behind reads a deep \
+             queue, every read filling its buffer with bytes written long before, at up to four \
+             times the CPU per message, and seldom catches up within a run. The raw limit \
+             (256 KiB reads) lands in the slow state in more rounds than the libraries, which is \
+             why its median sometimes sits above theirs; its min–max column shows both states. \
+             The feedwire rows include \
              the whole stream machine (classification, statistics, timers, reconnection) and \
              read data lent in place (`handle_read_with`, `Delivery::Lend`, `connect_lending`), \
              each peer in its fastest idiomatic way too. Latency percentiles are medians over \
