@@ -58,7 +58,8 @@ pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
 /// `"error"`, `"serverShutdown"` for Binance streams. A head holding none of them is plain
 /// data, which is the common case, so most messages cost a few substring searches over at
 /// most `scan_len` bytes instead of a byte-by-byte walk through nested values. Rules that
-/// extract fields from every message (Betfair) always scan.
+/// extract fields from every message (Betfair) always scan — on a stream's fast path along
+/// the shapes of its last heads (`HeadShapes`), walking in full only heads of a new shape.
 #[derive(Debug, Clone)]
 pub struct Classifier {
     rules: RouteRules,
