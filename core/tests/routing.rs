@@ -420,3 +420,34 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn keys_are_matched_whole_whatever_their_length() {
+    // Keys of 0, 1, 8, 9 and 16 bytes, and near misses sharing a first byte or eight bytes.
+    let r = RouteRules {
+        response: ["", "k", "eightkey", "ninekeysx", "sixteenbyteskeys"]
+            .into_iter()
+            .map(feedwire_core::Condition::has_key)
+            .collect(),
+        ..RouteRules::betfair()
+    };
+    for hit in [
+        r#"{"":1}"#,
+        r#"{"x":1,"k":2}"#,
+        r#"{"eightkey":1}"#,
+        r#"{"ninekeysx":1}"#,
+        r#"{"sixteenbyteskeys":1}"#,
+    ] {
+        assert!(matches!(class(hit, &r), Class::Response { .. }), "{hit}");
+    }
+    for miss in [
+        r#"{"kk":1}"#,
+        r#"{"eightkez":1}"#,
+        r#"{"eightkeyx":1}"#,
+        r#"{"ninekeysy":1}"#,
+        r#"{"sixteenbyteskeyz":1}"#,
+        r#"{" ":1}"#,
+    ] {
+        assert!(matches!(class(miss, &r), Class::Data { .. }), "{miss}");
+    }
+}

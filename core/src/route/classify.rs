@@ -237,7 +237,8 @@ impl Compiled {
     fn key_index(&self, bytes: &[u8], range: Range<usize>) -> Option<usize> {
         let len = range.len();
         match bytes.get(range.start) {
-            Some(&b) if self.first_bytes & first_byte_bit(b) == 0 => return None,
+            // (An empty key has no first byte: `bytes[range.start]` is its closing quote.)
+            Some(&b) if len > 0 && self.first_bytes & first_byte_bit(b) == 0 => return None,
             _ => {}
         }
         let word = word_at(bytes, range.start, len);
