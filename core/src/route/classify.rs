@@ -84,9 +84,8 @@ struct Compiled {
     conds: Vec<Cond>,
     lists: [Range<usize>; 4],
     id_key: usize,
-    /// Key indexes of `extract_keys` (at most three).
-    extract: [Option<usize>; 3],
-    /// What the rules do with each key, for learning head shapes.
+    /// What the rules do with each key, for learning head shapes; also where the key
+    /// indexes of `extract_keys` (at most three) are kept.
     roles: KeyRoles,
     /// Bit `b % 64` set for the first byte `b` of every key: most keys of a message are
     /// none of the rules' (`pt`, `mc`), and this rules them out with one test.
@@ -158,7 +157,6 @@ impl Compiled {
             conds: Vec::new(),
             lists: Default::default(),
             id_key: 0,
-            extract: [None; 3],
             first_bytes: 0,
             roles: KeyRoles {
                 keys: 0,
@@ -192,20 +190,20 @@ impl Compiled {
             c.lists[slot] = first..c.conds.len();
         }
         c.id_key = c.index(&rules.id_key);
+        let mut extract = [None; 3];
         for (slot, key) in rules.extract_keys.iter().take(3).enumerate() {
-            let i = c.index(key);
-            c.extract[slot] = Some(i);
+            extract[slot] = Some(c.index(key));
         }
         // Every rule key's first value is part of a shape but an extracted key's that no
         // condition tests (Betfair `clk`, `initialClk`): those change with every message.
         let bit = |k: usize| if k < 64 { 1u64 << k } else { 0 };
         let tested = c.conds.iter().fold(0, |bits, cond| bits | bit(cond.key));
-        let extracted = c.extract.iter().flatten().fold(0, |bits, &k| bits | bit(k));
+        let extracted = extract.iter().flatten().fold(0, |bits, &k| bits | bit(k));
         let all = (0..c.keys.len()).fold(0, |bits, k| bits | bit(k));
         c.roles = KeyRoles {
             keys: c.keys.len(),
             fixed: all & !(extracted & !tested),
-            extract: c.extract,
+            extract,
         };
         c
     }
@@ -631,7 +629,7 @@ fn judge(head: &[u8], c: &Compiled, values: &[Option<Value>]) -> Verdict {
         }
     } else {
         let mut extracted: [Option<Range<usize>>; 3] = Default::default();
-        for (slot, key) in extracted.iter_mut().zip(c.extract) {
+        for (slot, key) in extracted.iter_mut().zip(c.roles.extract) {
             if let Some(Value::Str(r)) = key.and_then(|k| values[k].as_ref()) {
                 *slot = Some(r.clone());
             }

@@ -62,8 +62,6 @@ struct Shape {
     shutdown: bool,
     /// Where each extracted key's value is.
     extract: [Option<Extract>; 3],
-    /// While learning: extract slots whose fixed value is in the literal not yet pushed.
-    pending_extracts: u8,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -157,7 +155,6 @@ impl Shape {
         self.segments.clear();
         self.end = ShapeEnd::Empty;
         self.extract = [None; 3];
-        self.pending_extracts = 0;
         self.ends_in_token = false;
     }
 
@@ -263,6 +260,8 @@ impl Shape {
         // Where the last value ended, and whether it was a fixed token.
         let (mut last_end, mut fixed_token_last) = (0, false);
         let mut end = ShapeEnd::NoComma;
+        // Extract slots whose fixed value is in the literal not yet pushed.
+        let mut pending = 0u8;
         for_each_pair(head, stop_at_composite, |key, value| {
             let Some(from) = literal_from else {
                 return false;
@@ -299,13 +298,16 @@ impl Shape {
                             (value_start - from) as u16,
                             (value_end - 1 - value_start) as u16,
                         ));
-                        self.pending_extracts |= 1 << slot;
+                        pending |= 1 << slot;
                     }
                 }
                 fixed_token_last = varying == Varying::Token;
             } else {
-                let pending = std::mem::take(&mut self.pending_extracts);
-                let segment = self.push(&head[from..value_start], varying, pending);
+                let segment = self.push(
+                    &head[from..value_start],
+                    varying,
+                    std::mem::take(&mut pending),
+                );
                 for slot in 0..3 {
                     if slots & 1 << slot != 0 && varying == Varying::Str {
                         self.extract[slot] = Some(Extract::Value);
@@ -335,8 +337,7 @@ impl Shape {
             if end == ShapeEnd::NoComma && head.get(skip_ws_from(head, last_end)) == Some(&b',') {
                 return false;
             }
-            if from < last_end || self.pending_extracts != 0 {
-                let pending = std::mem::take(&mut self.pending_extracts);
+            if from < last_end || pending != 0 {
                 self.push(&head[from..last_end], Varying::Nothing, pending);
             }
             self.ends_in_token = fixed_token_last;
