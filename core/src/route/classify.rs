@@ -430,14 +430,32 @@ impl Classifier {
     /// from earlier messages of the stream when one fits (see [`HeadShapes`]), and learns
     /// this head's shape when none does.
     pub(crate) fn verdict_by_shape(&self, payload: &[u8], shapes: &mut HeadShapes) -> Verdict {
+        self.with_verdict_by_shape(payload, shapes, Verdict::clone)
+    }
+
+    /// [`verdict_by_shape`](Self::verdict_by_shape) handed to `f`: a fitted shape's verdict
+    /// is lent where it is kept, not moved (the fast path reads two flags and a few ranges).
+    #[inline(always)]
+    pub(crate) fn with_verdict_by_shape<R>(
+        &self,
+        payload: &[u8],
+        shapes: &mut HeadShapes,
+        f: impl FnOnce(&Verdict) -> R,
+    ) -> R {
         let head = &payload[..payload.len().min(self.rules.scan_len)];
         let prefiltered = !self.needles.is_empty();
         if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
-            return Verdict::PLAIN_DATA;
+            return f(&Verdict::PLAIN_DATA);
         }
         if let Some(verdict) = shapes.verdict(head) {
-            return verdict;
+            return f(verdict);
         }
+        f(&self.verdict_and_shape(head, shapes))
+    }
+
+    /// The full walk of a head no shape fitted, learning its shape.
+    #[inline(never)]
+    fn verdict_and_shape(&self, head: &[u8], shapes: &mut HeadShapes) -> Verdict {
         let c = &self.compiled;
         let verdict = scan(head, c, self.rules.stop_at_composite);
         shapes.learn(
@@ -462,6 +480,13 @@ pub(crate) enum Verdict {
     },
     /// An endpoint response; `id` is the raw value of its id key (see [`response_id`]).
     Response { id: Option<Value>, is_error: bool },
+}
+
+/// Plain data: what a shape holds before it learns anything.
+impl Default for Verdict {
+    fn default() -> Self {
+        Self::PLAIN_DATA
+    }
 }
 
 impl Verdict {

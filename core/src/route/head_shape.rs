@@ -21,6 +21,7 @@
 use std::ops::Range;
 
 use super::classify::Verdict;
+use super::head_layout::{Layout, Window};
 use super::head_scan::{
     for_each_pair, quote_or_backslash, skip_ws_from, token_end, Value, ENDS_TOKEN,
 };
@@ -58,10 +59,18 @@ struct Shape {
     /// The last fixed bytes end inside a token (a fixed number at the end of the walk): the
     /// byte after them must end it, as the learned head's did.
     ends_in_token: bool,
-    heartbeat: bool,
-    shutdown: bool,
-    /// Where each extracted key's value is.
-    extract: [Option<Extract>; 3],
+    /// Where each extracted key's value is: the mark of its segment, and how to find it
+    /// from there.
+    extract: [Option<(u8, Extract)>; 3],
+    /// Segments marked so far (at most one per extract slot).
+    marks: u8,
+    /// Where the last head the segments fitted had each byte; its walk's end and extracts.
+    layout: Layout,
+    layout_end: usize,
+    /// The verdict for the last head that fitted: the learned flags, that head's extracts.
+    fitted: Verdict,
+    /// The walk's value windows, for relearning the layout (capacity reused).
+    windows: Vec<(Range<usize>, Window)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -74,9 +83,13 @@ struct Segment {
     word: u128,
     mask: u128,
     value: Varying,
-    /// Extract slots whose value is in this segment (bit per slot).
-    extracts: u8,
+    /// [`NO_MARK`], or the index under which a fit records where this segment lies (its
+    /// literal's start, its value's start and end) for the extracts that read it.
+    mark: u8,
 }
+
+/// A segment no extract reads.
+const NO_MARK: u8 = u8::MAX;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Varying {
@@ -88,7 +101,7 @@ enum Varying {
     Nothing,
 }
 
-/// Where an extracted value is, in the segment named by `Segment::extracts`.
+/// Where an extracted value is, in its marked segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Extract {
     /// The segment's varying value (a string).
@@ -114,14 +127,10 @@ enum ShapeEnd {
 impl HeadShapes {
     /// The verdict for `head` by a learned shape, if one fits.
     #[inline]
-    pub(crate) fn verdict(&mut self, head: &[u8]) -> Option<Verdict> {
-        for slot in 0..SLOTS {
-            if let Some(v) = self.slots[slot].verdict(head) {
-                self.replace = (slot + 1) % SLOTS;
-                return Some(v);
-            }
-        }
-        None
+    pub(crate) fn verdict(&mut self, head: &[u8]) -> Option<&Verdict> {
+        let slot = (0..SLOTS).find(|&slot| self.slots[slot].fits(head))?;
+        self.replace = (slot + 1) % SLOTS;
+        Some(&self.slots[slot].fitted)
     }
 
     /// Learns the shape of `head`, whose full walk gave `verdict`, into the slot that did not
@@ -155,16 +164,28 @@ impl Shape {
         self.segments.clear();
         self.end = ShapeEnd::Empty;
         self.extract = [None; 3];
+        self.marks = 0;
         self.ends_in_token = false;
+        self.layout.clear();
     }
 
+    /// Whether `head` fits; if so, `fitted` is its verdict.
     #[inline(always)]
-    fn verdict(&self, head: &[u8]) -> Option<Verdict> {
-        if self.end == ShapeEnd::Empty {
-            return None;
+    fn fits(&mut self, head: &[u8]) -> bool {
+        if self.layout.fits(head) && self.ends_fit(head, self.layout_end) {
+            return true; // the same extracts as the head that taught the layout
         }
-        let mut extracted: [Option<Range<usize>>; 3] = Default::default();
+        self.end != ShapeEnd::Empty && self.walk(head)
+    }
+
+    /// The segment walk, for a head the layout did not fit: whether the head fits the
+    /// segments; if so, its verdict and layout become the shape's.
+    #[inline(never)]
+    fn walk(&mut self, head: &[u8]) -> bool {
+        self.windows.clear();
+        let mut marks = [(0, 0, 0); 4];
         let mut pos = 0;
+        let windows = &mut self.windows;
         for segment in &self.segments {
             let (start, end) = (
                 usize::from(segment.literal.0),
@@ -178,58 +199,75 @@ impl Shape {
                 _ => head.get(pos..pos + literal_len) == Some(&self.literals[start..end]),
             };
             if !same {
-                return None;
+                return false;
             }
             let literal_at = pos;
             pos += literal_len;
             let value_at = pos;
             match segment.value {
                 Varying::Str => {
-                    let close = pos + head.get(pos..).and_then(quote_or_backslash)?;
+                    let Some(close) = head.get(pos..).and_then(quote_or_backslash) else {
+                        return false;
+                    };
+                    let close = pos + close;
                     if head[close] != b'"' {
-                        return None;
+                        return false;
                     }
                     pos = close + 1;
+                    windows.push((value_at..close, Window::Str));
                 }
                 Varying::Token => {
                     if !head.get(pos).is_some_and(|&b| starts_token(b)) {
-                        return None;
+                        return false;
                     }
-                    pos = token_end(head, pos)?;
+                    let Some(end) = token_end(head, pos) else {
+                        return false;
+                    };
+                    pos = end;
+                    windows.push((value_at..pos, Window::Digits));
                 }
                 Varying::Composite => {
                     if !matches!(head.get(pos), Some(b'{' | b'[')) {
-                        return None;
+                        return false;
                     }
                 }
                 Varying::Nothing => {}
             }
-            if segment.extracts != 0 {
-                for (slot, out) in extracted.iter_mut().enumerate() {
-                    if segment.extracts & 1 << slot != 0 {
-                        *out = match self.extract[slot] {
-                            Some(Extract::Value) => Some(value_at..pos - 1),
-                            Some(Extract::Fixed(at, len)) => {
-                                let at = literal_at + usize::from(at);
-                                Some(at..at + usize::from(len))
-                            }
-                            None => None,
-                        };
-                    }
-                }
+            if segment.mark != NO_MARK {
+                // At most three marks: the mask only spares the bounds check.
+                marks[usize::from(segment.mark) & 3] = (literal_at, value_at, pos);
             }
         }
+        let extracted = self.extract.map(|e| {
+            e.map(|(mark, how)| {
+                let (literal_at, value_at, end) = marks[usize::from(mark) & 3];
+                match how {
+                    Extract::Value => value_at..end - 1,
+                    Extract::Fixed(at, len) => {
+                        let at = literal_at + usize::from(at);
+                        at..at + usize::from(len)
+                    }
+                }
+            })
+        });
+        if !self.ends_fit(head, pos) {
+            return false;
+        }
+        if let Verdict::Data { extracted: e, .. } = &mut self.fitted {
+            *e = extracted;
+        }
+        self.layout_end = pos;
+        self.layout.learn(head, pos, &self.windows);
+        true
+    }
+
+    /// Whether the walk may end at `pos` as the learned head's did.
+    #[inline(always)]
+    fn ends_fit(&self, head: &[u8], pos: usize) -> bool {
         if self.ends_in_token && !head.get(pos).is_some_and(|&b| ENDS_TOKEN[usize::from(b)]) {
-            return None;
+            return false;
         }
-        if self.end == ShapeEnd::NoComma && head.get(skip_ws_from(head, pos)) == Some(&b',') {
-            return None;
-        }
-        Some(Verdict::Data {
-            heartbeat: self.heartbeat,
-            shutdown: self.shutdown,
-            extracted,
-        })
+        !(self.end == ShapeEnd::NoComma && head.get(skip_ws_from(head, pos)) == Some(&b','))
     }
 
     /// Records `head`'s shape; `false` if it has none a shape could promise.
@@ -253,7 +291,11 @@ impl Shape {
         if roles.keys > 64 || head.len() > usize::from(u16::MAX) {
             return false;
         }
-        (self.heartbeat, self.shutdown) = (heartbeat, shutdown);
+        self.fitted = Verdict::Data {
+            heartbeat,
+            shutdown,
+            extracted: Default::default(),
+        };
         let (mut seen, mut missing) = (0u64, roles.keys);
         // Where the current literal starts; `None` once the walk met what no shape promises.
         let mut literal_from = Some(0);
@@ -294,9 +336,12 @@ impl Shape {
                 // The value stays in the literal; an extracted string is found at its offset.
                 for slot in 0..3 {
                     if slots & 1 << slot != 0 && varying == Varying::Str {
-                        self.extract[slot] = Some(Extract::Fixed(
-                            (value_start - from) as u16,
-                            (value_end - 1 - value_start) as u16,
+                        self.extract[slot] = Some((
+                            NO_MARK, // set when the literal is pushed
+                            Extract::Fixed(
+                                (value_start - from) as u16,
+                                (value_end - 1 - value_start) as u16,
+                            ),
                         ));
                         pending |= 1 << slot;
                     }
@@ -310,8 +355,8 @@ impl Shape {
                 );
                 for slot in 0..3 {
                     if slots & 1 << slot != 0 && varying == Varying::Str {
-                        self.extract[slot] = Some(Extract::Value);
-                        self.segments[segment].extracts |= 1 << slot;
+                        let mark = self.mark(segment);
+                        self.extract[slot] = Some((mark, Extract::Value));
                     }
                 }
                 literal_from = Some(value_end);
@@ -346,7 +391,8 @@ impl Shape {
             return false;
         }
         self.end = end;
-        true
+        // The head fits its own shape; walking it learns the layout.
+        self.walk(head)
     }
 
     /// Appends segments for `literal` followed by a `value`: a literal longer than one
@@ -355,7 +401,7 @@ impl Shape {
     /// Returns the last segment's index.
     fn push(&mut self, literal: &[u8], value: Varying, fixed: u8) -> usize {
         let count = literal.len().div_ceil(16).max(1);
-        let mut extracts = fixed;
+        let first = self.segments.len();
         for i in 0..count {
             let piece = &literal[(16 * i).min(literal.len())..(16 * i + 16).min(literal.len())];
             let start = self.literals.len();
@@ -375,10 +421,29 @@ impl Shape {
                 } else {
                     value
                 },
-                extracts: std::mem::take(&mut extracts),
+                mark: NO_MARK,
             });
         }
+        if fixed != 0 {
+            let mark = self.mark(first);
+            for (slot, extract) in self.extract.iter_mut().enumerate() {
+                if let Some((m, _)) = extract.as_mut().filter(|_| fixed & 1 << slot != 0) {
+                    *m = mark;
+                }
+            }
+        }
         self.segments.len() - 1
+    }
+
+    /// The mark of segment `index`, given one if it has none yet (at most one per extract
+    /// slot is ever needed).
+    fn mark(&mut self, index: usize) -> u8 {
+        let segment = &mut self.segments[index];
+        if segment.mark == NO_MARK {
+            segment.mark = self.marks;
+            self.marks += 1;
+        }
+        segment.mark
     }
 }
 
@@ -498,7 +563,49 @@ mod tests {
         }
     }
 
+    prop_compose! {
+        /// A head, then heads with its every value of the same length but other bytes —
+        /// mostly ones the learned layout admits (digits, letters), sometimes a quote,
+        /// backslash, sign, point or delimiter in their place.
+        fn same_lengths()(skeleton in prop::collection::vec((0..KEYS.len(), 0u8..3), 1..7))
+            (base in skeleton.iter().map(|&(_, kind)| value(kind)).collect::<Vec<_>>(),
+             fills in prop::collection::vec(
+                 prop::collection::vec("[0-9]{17}|[0-9A-Za-z]{17}|[0-9a-z\"\\\\.,:} -]{17}|[0-9][,}:\" ][0-9a-z]{15}", skeleton.len()),
+                 1..6,
+             ),
+             ending in prop::sample::select(vec![0u8, 1, 3]),
+             skeleton in Just(skeleton))
+            -> Vec<Vec<u8>> {
+            let mut heads = vec![message(&skeleton, &base, None, ending, usize::MAX)];
+            for fill in fills {
+                let values: Vec<String> = base
+                    .iter()
+                    .zip(&fill)
+                    .map(|(b, f)| f[..b.len().min(f.len())].to_owned())
+                    .collect();
+                heads.push(message(&skeleton, &values, None, ending, usize::MAX));
+            }
+            heads
+        }
+    }
+
     proptest! {
+        /// Heads that differ from the one that taught a shape only in their values' bytes
+        /// (the case a shape's layout decides) get the verdicts of the full walk.
+        #[test]
+        fn layouts_give_the_verdicts_of_the_full_walk(heads in same_lengths()) {
+            for classifier in classifiers() {
+                let mut shapes = HeadShapes::default();
+                for head in &heads {
+                    prop_assert_eq!(
+                        classifier.verdict_by_shape(head, &mut shapes),
+                        classifier.verdict_by_scan(head),
+                        "{}", String::from_utf8_lossy(head)
+                    );
+                }
+            }
+        }
+
         /// Along any stream of heads — most sharing a shape, some with other values, spacing,
         /// endings or cut short — walking by learned shapes gives exactly the verdicts of
         /// walking every head in full, for every kind of rules.
@@ -577,7 +684,7 @@ mod tests {
             (heartbeat("Q0FBQQ=="), true),
             (delta("Z", 9, ""), false),
         ] {
-            let fitted = shapes.verdict(&head);
+            let fitted = shapes.verdict(&head).cloned();
             assert_eq!(
                 fitted,
                 Some(classifier.verdict_by_scan(&head)),

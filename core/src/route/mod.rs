@@ -2,6 +2,7 @@
 //! data and endpoint responses, and correlation of responses with our requests.
 
 mod classify;
+mod head_layout;
 mod head_scan;
 mod head_shape;
 mod pending;

@@ -2,17 +2,19 @@
 //! subscribe, deliver, detect stalls, reconnect and resubscribe, stop or crash.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::ops::Range;
 use std::time::Instant;
 
 use bytes::Bytes;
 
 use super::backoff::reconnect_delay;
+use super::clocks::Clocks;
 use super::config::{Profile, StreamConfig};
 use super::connection::{ConnEvent, Connection};
 use super::event::{
     DataHandler, DataRef, EndReason, RequestKind, StreamEvent, StreamState, TransportCommand,
 };
-use super::profile::{self, BetfairSubscription, Clocks, Template};
+use super::profile::{self, BetfairSubscription, Template};
 use super::stats::{Stats, StatsHandle};
 use super::timers::{Timer, TimerTable};
 use crate::endpoint::Endpoint;
@@ -882,7 +884,12 @@ impl Stream {
                     self.got_data = true;
                     self.timers.stop(Timer::FirstData);
                 }
-                update_clocks(&mut self.clocks, extracted.each_ref().map(|v| v.as_deref()));
+                update_clocks(
+                    &mut self.clocks,
+                    extracted
+                        .each_ref()
+                        .map(|v| v.as_deref().map(|b| (b, 0..b.len()))),
+                );
                 self.events
                     .push_back(StreamEvent::Data { payload, heartbeat });
                 if shutdown {
@@ -1231,28 +1238,30 @@ fn plain_data(
     if let Some(flags) = classifier.plain_by_first_key(payload) {
         return (!flags.shutdown).then_some(flags.heartbeat);
     }
-    match classifier.verdict_by_shape(payload, shapes) {
+    classifier.with_verdict_by_shape(payload, shapes, |verdict| match verdict {
         Verdict::Data {
             heartbeat,
             shutdown: false,
             extracted,
         } => {
-            update_clocks(clocks, extracted.map(|r| r.map(|r| &payload[r])));
-            Some(heartbeat)
+            update_clocks(clocks, extracted.clone().map(|r| r.map(|r| (payload, r))));
+            Some(*heartbeat)
         }
         _ => None,
-    }
+    })
 }
 
 /// Records the stream positions a Betfair change message carries (`extracted` holds its `op`,
-/// `initialClk` and `clk`); nothing for other messages.
-fn update_clocks(clocks: &mut [Clocks; 2], extracted: [Option<&[u8]>; 3]) {
-    if let [Some(op), initial, clk] = extracted {
-        let feed = match op {
-            b"mcm" => Feed::Markets,
-            b"ocm" => Feed::Orders,
-            _ => return,
-        };
-        clocks[feed as usize].update(initial, clk);
-    }
+/// `initialClk` and `clk`, each as `source[range]`); nothing for other messages.
+#[inline(always)]
+fn update_clocks(clocks: &mut [Clocks; 2], extracted: [Option<(&[u8], Range<usize>)>; 3]) {
+    let [Some((source, op)), initial, clk] = extracted else {
+        return;
+    };
+    let feed = match &source[op] {
+        b"mcm" => Feed::Markets,
+        b"ocm" => Feed::Orders,
+        _ => return,
+    };
+    clocks[feed as usize].update(initial, clk);
 }

@@ -2,6 +2,7 @@
 //! handshake, subscriptions, stalls, reconnects, stop and crash. Sans-IO.
 
 mod backoff;
+mod clocks;
 mod config;
 mod connection;
 mod event;

@@ -1,6 +1,7 @@
 //! Protocol messages of each profile, built as JSON around the request id (which is only
 //! known when the message is actually sent, after pacing).
 
+use super::clocks::Clocks;
 use super::config::BetfairAuth;
 use crate::route::RequestId;
 
@@ -98,27 +99,6 @@ pub struct BetfairSubscription {
     pub conflate_ms: Option<u64>,
 }
 
-/// The stream position of one Betfair subscription, kept from `mcm`/`ocm` messages. Updated on
-/// every such message, so the buffers are reused: no allocation per message once they have
-/// grown to a token's length. Empty means unknown.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Clocks {
-    initial_clk: Vec<u8>,
-    clk: Vec<u8>,
-}
-
-impl Clocks {
-    /// Records the tokens a message carried (raw JSON string content, escapes as sent).
-    pub(crate) fn update(&mut self, initial_clk: Option<&[u8]>, clk: Option<&[u8]>) {
-        for (slot, value) in [(&mut self.initial_clk, initial_clk), (&mut self.clk, clk)] {
-            if let Some(v) = value {
-                slot.clear();
-                slot.extend_from_slice(v);
-            }
-        }
-    }
-}
-
 /// Betfair `marketSubscription` / `orderSubscription`, resuming from `clocks` if known.
 pub(crate) fn betfair_subscription(
     op: &str,
@@ -137,7 +117,7 @@ pub(crate) fn betfair_subscription(
     if let Some(f) = &sub.data_filter_json {
         after.push_str(&format!(",\"marketDataFilter\":{f}"));
     }
-    for (key, value) in [("initialClk", &clocks.initial_clk), ("clk", &clocks.clk)] {
+    for (key, value) in [("initialClk", clocks.initial_clk()), ("clk", clocks.clk())] {
         if !value.is_empty() {
             after.push_str(&format!(
                 ",\"{key}\":\"{}\"",

@@ -1,0 +1,125 @@
+//! The stream positions (Betfair `initialClk` / `clk`) a subscription resumes from. Every
+//! `mcm`/`ocm` message carries one, so recording it is on the hot path: a token of up to
+//! [`INLINE`] bytes is kept inline and copied as one fixed-size block when the message has
+//! that many bytes from the token's start (two vector moves, no `memcpy` call, no `Vec`
+//! bookkeeping); anything else goes the general way.
+
+use std::ops::Range;
+
+/// Longest token (bytes) kept inline. Betfair clocks are base64 of a few varints: 8–28
+/// bytes seen.
+const INLINE: usize = 32;
+
+/// The stream position of one Betfair subscription. Empty means unknown.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Clocks {
+    initial_clk: Token,
+    clk: Token,
+}
+
+impl Clocks {
+    /// Records the tokens a message carried, each as `source[range]` (raw JSON string
+    /// content, escapes as sent); `None` leaves a token as it was.
+    #[inline]
+    pub(crate) fn update(
+        &mut self,
+        initial_clk: Option<(&[u8], Range<usize>)>,
+        clk: Option<(&[u8], Range<usize>)>,
+    ) {
+        if let Some((source, range)) = initial_clk {
+            self.initial_clk.set(source, range);
+        }
+        if let Some((source, range)) = clk {
+            self.clk.set(source, range);
+        }
+    }
+
+    pub(crate) fn initial_clk(&self) -> &[u8] {
+        self.initial_clk.as_bytes()
+    }
+
+    pub(crate) fn clk(&self) -> &[u8] {
+        self.clk.as_bytes()
+    }
+}
+
+/// One token's bytes.
+#[derive(Debug, Clone, Default)]
+struct Token {
+    /// INVARIANT: when `spilled` is false, the token is `inline[..len]` (`len <= INLINE`);
+    /// bytes after `len` are whatever followed it in its message.
+    inline: [u8; INLINE],
+    len: usize,
+    spilled: bool,
+    /// The token when it is longer than `INLINE` bytes (capacity reused).
+    spill: Vec<u8>,
+}
+
+impl Token {
+    #[inline(always)]
+    fn set(&mut self, source: &[u8], range: Range<usize>) {
+        let len = range.len();
+        if len <= INLINE {
+            self.spilled = false;
+            self.len = len;
+            match source
+                .get(range.start..)
+                .and_then(<[u8]>::first_chunk::<INLINE>)
+            {
+                Some(block) => self.inline = *block,
+                None => self.inline[..len].copy_from_slice(&source[range]),
+            }
+        } else {
+            self.spilled = true;
+            self.spill.clear();
+            self.spill.extend_from_slice(&source[range]);
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        if self.spilled {
+            &self.spill
+        } else {
+            &self.inline[..self.len]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Clocks;
+
+    #[test]
+    fn tokens_of_any_length_read_back_whole_wherever_they_sit() {
+        let long = "L".repeat(40);
+        let message = format!(r#"{{"clk":"{long}","x":"AAAA","pt":1}}"#);
+        let bytes = message.as_bytes();
+        let at = |token: &str| {
+            let start = message.find(token).expect("token in message");
+            start..start + token.len()
+        };
+        let mut clocks = Clocks::default();
+        assert_eq!((clocks.initial_clk(), clocks.clk()), (&b""[..], &b""[..]));
+        // Inline with a whole block behind it, inline near the end, spilled, and back.
+        clocks.update(Some((bytes, 2..6)), Some((bytes, at("AAAA"))));
+        assert_eq!(
+            (clocks.initial_clk(), clocks.clk()),
+            (&b"clk\""[..], &b"AAAA"[..])
+        );
+        let tail = bytes.len() - 3..bytes.len() - 1;
+        clocks.update(None, Some((bytes, tail)));
+        assert_eq!(
+            (clocks.initial_clk(), clocks.clk()),
+            (&b"clk\""[..], &b":1"[..])
+        );
+        clocks.update(None, Some((bytes, at(&long))));
+        assert_eq!(clocks.clk(), long.as_bytes());
+        clocks.update(None, Some((bytes, at("AAAA"))));
+        assert_eq!(clocks.clk(), b"AAAA");
+        clocks.update(Some((bytes, 0..0)), None);
+        assert_eq!(
+            (clocks.initial_clk(), clocks.clk()),
+            (&b""[..], &b"AAAA"[..])
+        );
+    }
+}
