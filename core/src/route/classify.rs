@@ -276,6 +276,10 @@ struct FirstKey {
     /// Heartbeat and shutdown conditions on this key, as a range of
     /// [`Classifier::first_key_checks`].
     checks: Range<usize>,
+    /// Bit `b` set when a value whose second byte is `b` may equal one of the checks'
+    /// tokens (every bit when a token is shorter than two bytes): nearly every value's
+    /// second byte rules all of them out at once (`"b…` against `"!serverShutdown"`).
+    may_hold: [u64; 4],
 }
 
 /// A heartbeat or shutdown condition on a first key (`Equals` or `Present`).
@@ -311,7 +315,14 @@ impl FirstKey {
             prefix_mask,
             value_at: opening.len(),
             checks,
+            may_hold: [0; 4],
         }
+    }
+
+    /// Whether a value with second byte `b` may make any of the checks hold.
+    #[inline(always)]
+    fn may_hold(&self, b: u8) -> bool {
+        self.may_hold[usize::from(b >> 6)] & 1 << (b & 63) != 0
     }
 }
 
@@ -365,7 +376,18 @@ impl Classifier {
                         first_key_checks.push(FirstKeyCheck { shutdown, token });
                     }
                 }
-                FirstKey::new(key, k, needs_scan, start..first_key_checks.len())
+                let mut first = FirstKey::new(key, k, needs_scan, start..first_key_checks.len());
+                for check in &first_key_checks[start..] {
+                    match check
+                        .token
+                        .clone()
+                        .map(|t| compiled.token_bytes[t].get(1).copied())
+                    {
+                        Some(Some(b)) => first.may_hold[usize::from(b >> 6)] |= 1 << (b & 63),
+                        _ => first.may_hold = [u64::MAX; 4], // `Present`, or a short token
+                    }
+                }
+                first
             })
             .collect();
         Self {
@@ -513,6 +535,12 @@ impl Classifier {
                 }
             }
         }
+        self.first_key_by_reading(head)
+    }
+
+    /// [`first_key`](Self::first_key) for a head that is not compact JSON.
+    #[inline(never)]
+    fn first_key_by_reading(&self, head: &[u8]) -> Option<(usize, usize)> {
         let c = &self.compiled;
         first_key_among(head, self.first_keys.iter().map(|k| c.key(k.key)))
     }
@@ -539,12 +567,21 @@ impl Classifier {
     }
 
     fn first_key_flags(&self, head: &[u8]) -> Option<FirstKeyFlags> {
-        let c = &self.compiled;
         let (which, at) = self.first_key(head)?;
         let first = &self.first_keys[which];
         if first.needs_scan {
             return None;
         }
+        if head.get(at + 1).is_some_and(|&b| !first.may_hold(b)) {
+            return Some(FirstKeyFlags::default());
+        }
+        Some(self.first_key_checks(head, first, at))
+    }
+
+    /// The heartbeat and shutdown checks on `first`, whose value starts at `at`.
+    #[inline(never)]
+    fn first_key_checks(&self, head: &[u8], first: &FirstKey, at: usize) -> FirstKeyFlags {
+        let c = &self.compiled;
         let mut flags = FirstKeyFlags::default();
         for check in &self.first_key_checks[first.checks.clone()] {
             let holds = match &check.token {
@@ -557,7 +594,7 @@ impl Classifier {
                 flags.heartbeat |= holds;
             }
         }
-        Some(flags)
+        flags
     }
 }
 

@@ -342,16 +342,19 @@ impl Stream {
         let (stats, clocks, shapes) = (&mut self.stats, &mut self.clocks, &mut self.head_shapes);
         conn.handle_read_offering(
             n,
-            &mut Lent(|payload: &[u8], binary| {
-                match plain_data(classifier, shapes, clocks, payload, binary) {
+            &mut Lent(
+                #[inline(always)]
+                |payload: &[u8], binary| match plain_data(
+                    classifier, shapes, clocks, payload, binary,
+                ) {
                     Some(heartbeat) => {
                         stats.received(payload.len());
                         on_data(DataRef { payload, heartbeat });
                         true
                     }
                     None => false,
-                }
-            }),
+                },
+            ),
         );
         self.after_read(now);
     }
