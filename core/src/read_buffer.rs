@@ -92,6 +92,13 @@ impl ReadBuffer {
         } else {
             cap
         };
+        // But never less than a full read while the partial frame is small: moving a few KB
+        // costs less than the extra system call (µs) a read shrunk to the block's tail costs.
+        let want = if self.filled <= self.read_size / 4 {
+            want.max(self.read_size)
+        } else {
+            want
+        };
         let known_frame_outgrows_block =
             self.hint_is_exact && self.frame_hint > self.buf.capacity();
         if self.buf.capacity() - (self.start + self.filled) < want || known_frame_outgrows_block {
@@ -389,6 +396,35 @@ mod tests {
         let held = rb.consume(3000);
         rb.extend(&[b'c'; 5000]);
         assert!(held.iter().all(|&b| b == b'a' || b == b'b'));
+    }
+
+    #[test]
+    fn a_small_partial_frame_never_shrinks_the_next_read() {
+        // Small frames, lent or cut out, with the last one cut by the read: whatever is
+        // left of the block, every read is offered in full (a read shrunk to the block's
+        // tail costs a system call for a few bytes).
+        for lend in [true, false] {
+            let mut rb = ReadBuffer::new(1024);
+            for _ in 0..12 {
+                let n = rb.read_buf().len();
+                rb.commit(n);
+                rb.consume(n);
+            }
+            for round in 0..50 {
+                let offered = rb.read_buf().len();
+                assert_eq!(offered, 1024, "round {round}, lend {lend}");
+                // A short read: most of it whole frames, then the first 37 bytes of a
+                // 100-byte frame.
+                rb.commit(300 + 7 * round);
+                let whole = rb.filled().len() - 37;
+                if lend {
+                    rb.discard(whole);
+                } else {
+                    drop(rb.consume(whole));
+                }
+                rb.set_frame_hint(100);
+            }
+        }
     }
 
     #[test]
