@@ -170,3 +170,49 @@ fn betfair_lines_are_lent_with_heartbeat_flags_and_clocks_kept() {
     assert!(sent.contains(r#""clk":"C3""#), "{sent}");
     assert!(sent.contains(r#""initialClk":"I0""#), "{sent}");
 }
+
+#[test]
+fn betfair_resubscribes_from_the_last_clock_however_it_was_kept() {
+    // Deltas of one shape: same-length clocks (checked by the learned layout), a longer
+    // one (walked, layout relearned), a clock past the inline size, and a clock too near
+    // the end of its line for a whole-block copy. After each run of lines, a reconnect
+    // must resume from exactly the last clock lent.
+    let delta = |clk: &str| {
+        format!(r#"{{"op":"mcm","id":2,"clk":"{clk}","pt":1700000000123,"mc":[{{"id":"1.2"}}]}}"#)
+    };
+    let long = "L".repeat(40);
+    let endings: [(&[String], &str); 4] = [
+        (
+            &[
+                delta("AAAA000001"),
+                delta("AAAA000002"),
+                delta("AAAA000003"),
+            ],
+            "AAAA000003",
+        ),
+        (&[delta("AAAA000004"), delta("AAAA0000005")], "AAAA0000005"),
+        (&[delta("AAAA000006"), delta(&long)], &long),
+        (
+            &[
+                delta("AAAA000007"),
+                r#"{"op":"mcm","id":2,"pt":1,"clk":"Q="}"#.to_owned(),
+            ],
+            "Q=",
+        ),
+    ];
+    for (lines, last) in endings {
+        let mut h = Harness::betfair_authenticated();
+        h.feed_line(r#"{"op":"mcm","id":2,"initialClk":"I0","clk":"C0","ct":"SUB_IMAGE","mc":[]}"#);
+        h.take_events();
+        let bytes: String = lines.iter().map(|l| format!("{l}\r\n")).collect();
+        let (lent, events) = lend(&mut h, bytes.as_bytes());
+        assert_eq!(lent.len(), lines.len(), "{events:?}");
+        assert!(events.is_empty(), "{events:?}");
+        let sent = h.betfair_reconnect().join("\n");
+        assert!(
+            sent.contains(&format!(r#""clk":"{last}""#)),
+            "{last}: {sent}"
+        );
+        assert!(sent.contains(r#""initialClk":"I0""#), "{sent}");
+    }
+}

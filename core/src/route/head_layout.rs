@@ -116,8 +116,8 @@ impl Layout {
         }
         for (range, window) in windows {
             let bytes = &head[range.clone()];
-            let digits = !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit);
-            if bytes.len() > MAX_WINDOW || (*window == Window::Digits && !digits) {
+            let digits = || !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit);
+            if bytes.len() > MAX_WINDOW || (*window == Window::Digits && !digits()) {
                 self.clear();
                 return false;
             }
@@ -150,9 +150,10 @@ impl Layout {
     }
 }
 
-/// Sixteen-byte loads covering `region` (whose end is at least 16): the offsets and masks
-/// (`lane` in each byte of the region the load is the first to cover). The last load moves
-/// back to end where the region ends.
+/// Sixteen-byte loads covering `region`: the offsets and masks (`lane` in each byte of the
+/// region the load is the first to cover). A load that would run past the region's end
+/// moves back to end there (or to start at 0), so no load reads past the region or the
+/// 16 bytes the head is known to have.
 fn loads(region: Range<usize>, lane: u8) -> impl Iterator<Item = (u16, u128)> {
     let mut from = region.start;
     std::iter::from_fn(move || {

@@ -12,6 +12,10 @@
 //! the learned head. What varies: those extracted values (clocks) and the values of keys the
 //! rules ignore (times), scanned by the rules of the general walk.
 //!
+//! A shape also keeps the layout of the last head that fitted it ([`Layout`]): while the
+//! values keep their lengths, the next head is checked at fixed offsets with no walk at
+//! all; a head with a value of another length is walked along the segments, and relearns it.
+//!
 //! Exactness: a head that fits has, at the same offsets, the bytes of the learned head
 //! everywhere outside the varying values, and those are scanned by the very rules of
 //! [`for_each_pair`]; so the general walk of that head reports the same keys, the same
