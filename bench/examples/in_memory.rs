@@ -8,9 +8,10 @@
 //! queueing every message as an event. `--nexus` runs nexus-web's frame reader (the best peer
 //! in the socket runs: zero-copy, simdutf8; no classification, no stream machine) over the
 //! same bytes, copied in the same 256 KiB pieces — the library-against-library comparison
-//! without the kernel's noise (WebSocket scenarios).
+//! without the kernel's noise (WebSocket scenarios). `--limit` runs the benchmark's raw line
+//! splitter (memchr over the same 256 KiB pieces, counting lines) for lines scenarios.
 //!
-//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend | --nexus]`
+//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend | --nexus | --limit]`
 #![allow(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
 
 use std::time::Instant;
@@ -136,22 +137,45 @@ fn feed_nexus(bytes: &[u8]) -> Result<(usize, usize), String> {
     Ok((messages, payload_bytes))
 }
 
+/// The raw line splitter over `bytes`, copied like [`feed`]: (lines, line bytes without
+/// delimiters).
+fn feed_limit_lines(bytes: &[u8]) -> (usize, usize) {
+    let mut buf = vec![0u8; READ];
+    let (mut fed, mut lines, mut line_bytes, mut partial) = (0, 0, 0, 0);
+    while fed < bytes.len() {
+        let n = READ.min(bytes.len() - fed);
+        buf[..n].copy_from_slice(&bytes[fed..fed + n]);
+        fed += n;
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', &buf[..n]) {
+            lines += 1;
+            line_bytes += (partial + end - start).saturating_sub(1);
+            partial = 0;
+            start = end + 1;
+        }
+        partial += n - start;
+    }
+    (lines, line_bytes)
+}
+
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let name = args
         .next()
-        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R] [--lend | --nexus]")?;
+        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R] [--lend | --nexus | --limit]")?;
     let scenario = Scenario::from_name(&name).ok_or_else(|| format!("unknown scenario {name}"))?;
     let (mut count, mut repeat) = (scenario.default_count(), 5);
-    let (mut lend, mut nexus) = (false, false);
+    let (mut lend, mut nexus, mut limit) = (false, false, false);
     while let Some(flag) = args.next() {
         match flag.as_str() {
             "--lend" => lend = true,
             "--nexus" if !scenario.is_lines() => nexus = true,
             "--nexus" => return Err("--nexus: WebSocket scenarios only".to_owned()),
+            "--limit" if scenario.is_lines() => limit = true,
+            "--limit" => return Err("--limit: lines scenarios only".to_owned()),
             _ => {}
         }
-        if matches!(flag.as_str(), "--lend" | "--nexus") {
+        if matches!(flag.as_str(), "--lend" | "--nexus" | "--limit") {
             continue;
         }
         let value: usize = args
@@ -172,6 +196,8 @@ fn main() -> Result<(), String> {
         let started = Instant::now();
         let (messages, payload_bytes) = if nexus {
             feed_nexus(&bytes)?
+        } else if limit {
+            feed_limit_lines(&bytes)
         } else {
             feed(&mut s, &bytes, now, lend)
         };
