@@ -1,7 +1,6 @@
 //! The loop: readiness, commands, deadlines; each stream's core in between.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::mpsc::{Receiver, Sender, TrySendError};
@@ -17,6 +16,7 @@ use feedwire_core::{
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use crate::deadlines::{Deadlines, StreamDeadline};
 use crate::handle::{Command, Delivery, LoopError, MioOptions, Reply, StreamId};
 use crate::resolver::Resolver;
 use crate::slot::Slab;
@@ -61,7 +61,7 @@ struct Entry {
     waiting: HashMap<RequestId, Reply<Bytes>>,
     /// Readable and not yet read to `WouldBlock` (edge-triggered readiness).
     readable: bool,
-    deadline: Option<Instant>,
+    deadline: StreamDeadline,
     /// Already in this iteration's service list.
     queued: bool,
     /// Last time bytes were read; quiet streams give their read buffer back.
@@ -76,7 +76,7 @@ pub(crate) struct EventLoop {
     commands: Receiver<Command>,
     resolver: Resolver,
     streams: Slab<Entry>,
-    timers: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    deadlines: Deadlines,
     /// Streams to service in this iteration: touched by readiness, a command or a timer, or
     /// left with unread input or undelivered events. Only these are visited, so a wake costs
     /// what happened, not the number of streams.
@@ -102,7 +102,7 @@ impl EventLoop {
                 commands,
                 resolver: Resolver::new(loopback, waker.clone()),
                 streams: Slab::default(),
-                timers: BinaryHeap::new(),
+                deadlines: Deadlines::default(),
                 ready: Vec::new(),
                 next_sweep: Instant::now() + IDLE_RELEASE,
                 tls: options.tls.clone().unwrap_or_else(default_tls_config),
@@ -217,9 +217,9 @@ impl EventLoop {
         }
         let now = Instant::now();
         let timer = self
-            .timers
-            .peek()
-            .map(|Reverse((t, _, _))| t.saturating_duration_since(now));
+            .deadlines
+            .next()
+            .map(|t| t.saturating_duration_since(now));
         let retry = undelivered.then_some(Duration::from_millis(1));
         let sweep = Some(self.next_sweep.saturating_duration_since(now));
         [timer, retry, sweep].into_iter().flatten().min()
@@ -244,14 +244,10 @@ impl EventLoop {
 
     fn fire_timers(&mut self) {
         let now = Instant::now();
-        while let Some(Reverse((at, index, generation))) = self.timers.peek().copied() {
-            if at > now {
-                return;
-            }
-            self.timers.pop();
+        while let Some(entry) = self.deadlines.pop_due(now) {
+            let (index, generation) = entry.1;
             if let Some(e) = self.streams.get_mut(index, generation) {
-                if e.deadline == Some(at) {
-                    e.deadline = None;
+                if self.deadlines.settle(entry, &mut e.deadline, now) {
                     e.stream.handle_timeout(now);
                     self.mark(StreamId { index, generation });
                 }
@@ -276,7 +272,7 @@ impl EventLoop {
                         pending: VecDeque::new(),
                         waiting: HashMap::new(),
                         readable: false,
-                        deadline: None,
+                        deadline: StreamDeadline::default(),
                         queued: false,
                         last_read: now,
                         addrs: Vec::new(),
@@ -419,12 +415,11 @@ impl EventLoop {
         }
         pump(e, &mut self.resolver, id, self.poll.registry());
         deliver(e);
-        if let Some(at) = e.stream.poll_timeout() {
-            if e.deadline != Some(at) {
-                e.deadline = Some(at);
-                self.timers.push(Reverse((at, id.index, id.generation)));
-            }
-        }
+        self.deadlines.set(
+            (id.index, id.generation),
+            &mut e.deadline,
+            e.stream.poll_timeout(),
+        );
         let finished = e.stream.state().is_terminal() && e.pending.is_empty() && e.sock.is_none();
         let busy = (e.readable && e.sock.is_some()) || !e.pending.is_empty();
         if finished {

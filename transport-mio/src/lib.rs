@@ -15,6 +15,7 @@
 //! event — the cheapest way to read) and other events; or a bounded channel for consuming on
 //! another thread (when it is full the loop stops reading that stream).
 
+mod deadlines;
 mod embedded;
 mod event_loop;
 mod handle;
