@@ -53,6 +53,12 @@ pub enum Fault {
         /// Messages sent first.
         after: usize,
     },
+    /// After this many messages, send nothing more and answer nothing (no pong, no reply)
+    /// with the connection left open: a peer gone half-open.
+    GoSilent {
+        /// Messages sent first.
+        after: usize,
+    },
 }
 
 /// What the server serves.
@@ -348,6 +354,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         shared,
         started: start_now,
         silent: false,
+        mute: false,
         sent: 0,
         close_sent: false,
         shutdown_noticed: false,
@@ -362,6 +369,8 @@ struct Writer {
     shared: Arc<Shared>,
     started: bool,
     silent: bool,
+    /// Gone half-open (`Fault::GoSilent`): client frames get no answer.
+    mute: bool,
     sent: usize,
     close_sent: bool,
     shutdown_noticed: bool,
@@ -441,7 +450,9 @@ impl Writer {
     /// Messages until the next fault point, capped by `upto`.
     fn limit(&self, upto: usize) -> usize {
         match self.shared.config.fault {
-            Some(Fault::CloseMidFrame { after } | Fault::Reset { after }) => upto.min(after),
+            Some(
+                Fault::CloseMidFrame { after } | Fault::Reset { after } | Fault::GoSilent { after },
+            ) => upto.min(after),
             Some(Fault::ServerShutdown { after }) if !self.shutdown_noticed => upto.min(after),
             _ => upto,
         }
@@ -471,6 +482,11 @@ impl Writer {
                 let mut out = Vec::new();
                 self.shared.encode(notice.as_bytes(), &mut out);
                 wr.write_all(&out).await?;
+                Ok(Next::Continue)
+            }
+            Some(Fault::GoSilent { after }) if self.sent == after && !self.mute => {
+                wr.flush().await?;
+                (self.silent, self.mute) = (true, true);
                 Ok(Next::Continue)
             }
             _ => Ok(Next::Continue),
@@ -543,6 +559,9 @@ impl Writer {
         wr: &mut W,
         f: ClientFrame,
     ) -> io::Result<Next> {
+        if self.mute {
+            return Ok(Next::Continue);
+        }
         let mut out = Vec::new();
         match f.opcode {
             9 => wire::push_frame(&mut out, 10, &f.payload),

@@ -409,6 +409,46 @@ pub fn silence_after_subscribe_hits_the_first_data_timeout(adapter: &dyn Adapter
     assert_eq!(reason, Some(EndReason::FirstDataTimeout));
 }
 
+/// Data for a while (the idle deadline moves on every read), then a peer gone half-open
+/// (no data, no pong): the idle timeout probes once and ends the connection two idle
+/// periods after the last message — not early, not never — whatever the adapter does with
+/// deadlines that keep moving.
+pub fn silence_after_data_hits_the_idle_timeout(adapter: &dyn Adapter) {
+    const MESSAGES: usize = 1500;
+    let idle = Duration::from_millis(300);
+    let srv = replay(ReplayConfig {
+        mode: feedwire_replay::Mode::Paced { per_sec: 5_000 },
+        fault: Some(Fault::GoSilent { after: MESSAGES }),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut config = StreamConfig::binance_stream(&srv.subscribe_url());
+    config.timeouts.idle = Some(idle);
+    let mut s = start(adapter, config, &srv);
+    s.subscribe(&["btcusdt@aggTrade"]).unwrap();
+    let (mut data, mut last_data, mut reason) = (0, Instant::now(), None);
+    while let Some(e) = next(s.as_mut()) {
+        match e {
+            StreamEvent::Data { .. } => {
+                data += 1;
+                last_data = Instant::now();
+            }
+            StreamEvent::Reconnecting { reason: r, .. } => {
+                let quiet = last_data.elapsed();
+                reason = Some(r);
+                assert!(
+                    quiet >= 2 * idle - Duration::from_millis(20),
+                    "early: {quiet:?}"
+                );
+                assert!(quiet < 2 * idle + Duration::from_secs(2), "late: {quiet:?}");
+                s.stop();
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(data, MESSAGES);
+    assert_eq!(reason, Some(EndReason::IdleTimeout));
+}
+
 /// A server that accepts and never answers the handshake: the connect timeout.
 pub fn unanswered_handshake_hits_the_connect_timeout(adapter: &dyn Adapter) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -591,6 +631,7 @@ macro_rules! adapter_scenarios {
             faults_reconnect_without_loss_or_duplicates,
             refused_upgrades_back_off_and_retry,
             silence_after_subscribe_hits_the_first_data_timeout,
+            silence_after_data_hits_the_idle_timeout,
             unanswered_handshake_hits_the_connect_timeout,
             ws_api_request_resolves,
             unanswered_request_times_out,
