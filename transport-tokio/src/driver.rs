@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,6 +14,7 @@ use feedwire_core::{
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Sleep;
 
 use crate::handle::{
     Command, CommandError, Events, Response, ResponseReply, StreamHandle, TokioOptions,
@@ -70,6 +72,13 @@ pub(crate) struct Driver {
     options: TokioOptions,
     /// Requests whose caller awaits the response.
     waiting: HashMap<RequestId, ResponseReply>,
+    /// The deadline timer, kept across waits (made on the first, inside the runtime).
+    timer: Option<Pin<Box<Sleep>>>,
+    /// What `timer` is armed for: the core's deadline when that came earlier than what it
+    /// was armed for. A deadline that moves later (a busy stream's idle deadline, on every
+    /// read) leaves it alone: it fires early once, nothing is due, and it is armed again —
+    /// instead of a timer registered and cancelled on every wait.
+    armed: Option<Instant>,
 }
 
 impl Driver {
@@ -118,6 +127,8 @@ impl Driver {
             tls: options.tls.clone().unwrap_or_else(default_tls_config),
             options,
             waiting: HashMap::new(),
+            timer: None,
+            armed: None,
         };
         (handle, driver)
     }
@@ -166,13 +177,26 @@ impl Driver {
                         Err(OpenError::Tls(e)) => self.stream.handle_tls_error(&e, now),
                     }
                 }
-                Wake::Deadline => self.stream.handle_timeout(Instant::now()),
+                Wake::Deadline => {
+                    self.armed = None;
+                    self.stream.handle_timeout(Instant::now());
+                }
             }
         }
     }
 
     async fn wait(&mut self) -> Wake {
-        let deadline = self.stream.poll_timeout();
+        if let Some(deadline) = self.stream.poll_timeout() {
+            if self.armed.is_none_or(|armed| deadline < armed) {
+                match self.timer.as_mut() {
+                    Some(timer) => timer.as_mut().reset(deadline.into()),
+                    None => self.timer = Some(Box::pin(tokio::time::sleep_until(deadline.into()))),
+                }
+                self.armed = Some(deadline);
+            }
+        }
+        let armed = self.armed.is_some();
+        let timer = &mut self.timer;
         let connected = self.conn.is_some() && self.stream.is_connected();
         // A batch still waiting for room means the application is behind: read nothing more
         // until it catches up (bounded memory, and the read buffer's blocks come back).
@@ -198,7 +222,7 @@ impl Driver {
             res = async { connecting.as_mut().expect("guarded").await }, if connecting.is_some() => {
                 Wake::Connected(res.unwrap_or_else(|e| Err(OpenError::Connect(format!("connect task failed: {e}")))).map(Box::new))
             }
-            _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now).into()), if deadline.is_some() => Wake::Deadline,
+            () = async { timer.as_mut().expect("armed").as_mut().await }, if armed => Wake::Deadline,
         }
     }
 
