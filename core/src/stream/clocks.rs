@@ -46,11 +46,10 @@ impl Clocks {
 /// One token's bytes.
 #[derive(Debug, Clone, Default)]
 struct Token {
-    /// INVARIANT: when `spilled` is false, the token is `inline[..len]` (`len <= INLINE`);
-    /// bytes after `len` are whatever followed it in its message.
+    /// The token is `inline[..len]` when `len <= INLINE` (bytes after `len` are whatever
+    /// followed it in its message), else `spill`.
     inline: [u8; INLINE],
     len: usize,
-    spilled: bool,
     /// The token when it is longer than `INLINE` bytes (capacity reused).
     spill: Vec<u8>,
 }
@@ -59,9 +58,8 @@ impl Token {
     #[inline(always)]
     fn set(&mut self, source: &[u8], range: Range<usize>) {
         let len = range.len();
+        self.len = len;
         if len <= INLINE {
-            self.spilled = false;
-            self.len = len;
             match source
                 .get(range.start..)
                 .and_then(<[u8]>::first_chunk::<INLINE>)
@@ -70,14 +68,13 @@ impl Token {
                 None => self.inline[..len].copy_from_slice(&source[range]),
             }
         } else {
-            self.spilled = true;
             self.spill.clear();
             self.spill.extend_from_slice(&source[range]);
         }
     }
 
     fn as_bytes(&self) -> &[u8] {
-        if self.spilled {
+        if self.len > INLINE {
             &self.spill
         } else {
             &self.inline[..self.len]
