@@ -522,7 +522,7 @@ impl WebSocketClient {
 
     /// Runs the general decoder; whether it consumed bytes and the connection still takes
     /// frames (so that the fast lane should look again).
-    fn decode_general(&mut self, take: &mut impl Take, until_idle: bool) -> bool {
+    fn decode_general<T: Take>(&mut self, take: &mut T, until_idle: bool) -> bool {
         let mut decoded = std::mem::take(&mut self.decoded);
         let result = self
             .decoder
@@ -531,6 +531,16 @@ impl WebSocketClient {
             Ok(p) => (p.consumed, p.frame_hint),
             Err(_) => (self.rb.filled().len(), 0),
         };
+        if T::LENDS
+            && result.is_ok()
+            && self.events.is_empty()
+            && self.lend_decoded(&decoded, consumed, take)
+        {
+            decoded.clear();
+            self.decoded = decoded;
+            self.rb.set_frame_hint(hint);
+            return consumed > 0 && until_idle;
+        }
         let input = self.rb.consume(consumed);
         self.rb.set_frame_hint(hint);
         for item in decoded.drain(..) {
@@ -565,6 +575,32 @@ impl WebSocketClient {
         } else {
             consumed > 0 && until_idle
         }
+    }
+
+    /// A lending stream's message that the general decoder completed (a frame that arrived
+    /// over several reads, so the decoder held its header) is lent in place like the fast
+    /// lane's, and the buffer lets go of it without cutting it out: cutting would give up the
+    /// block's front for good, and the next reads would zero the block again (per frame for
+    /// frames larger than a read). Only the one-message case: anything else (a control frame,
+    /// an assembled message) goes the general way. Whether `decoded` was handled here. Called
+    /// only while no event is queued (one the fast lane declined included), so nothing is lent
+    /// ahead of one.
+    fn lend_decoded(&mut self, decoded: &[Decoded], consumed: usize, take: &mut impl Take) -> bool {
+        let [Decoded::Message { kind, payload }] = decoded else {
+            return false;
+        };
+        let filled = self.rb.filled();
+        if take.lend(&filled[payload.clone()], *kind == MessageKind::Binary) {
+            self.rb.discard(consumed);
+        } else {
+            // Declined (not data for the stream): queued as the general path would have.
+            let input = self.rb.consume(consumed);
+            self.events.push_back(Event::Message(Message {
+                kind: *kind,
+                payload: input.slice(payload.clone()),
+            }));
+        }
+        true
     }
 
     /// The fast lane: complete, final, unmasked data frames at the front of the buffer go
