@@ -62,7 +62,7 @@ impl Scenario {
             Self::XlargeDepthDiff => 30_000,
             Self::HugeTickerArr => 600,
             Self::MultiplexMix => 120_000,
-            Self::BetfairMcm => 100_000,
+            Self::BetfairMcm => 1_000_000,
         }
     }
 
