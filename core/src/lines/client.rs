@@ -108,29 +108,24 @@ impl LineClient {
             self.rb.consume(all);
             return;
         }
+        // Lending: lines are lent as the search finds them, while taken; the buffer lets go
+        // of them without a slice each. The rest (from the first line not taken, or all of
+        // them if an event is queued already; usually just the partial line at the end) is
+        // split and queued in order.
+        if T::LENDS && self.events.is_empty() {
+            let lent = self
+                .framer
+                .take_lines(self.rb.filled(), |line| take.lend(line, false));
+            self.rb.discard(lent);
+        }
         let result = self.framer.split(self.rb.filled(), &mut self.ranges);
         let consumed = match result {
             Ok(c) => c,
             Err(_) => self.rb.filled().len(),
         };
-        // Lending: lines are lent from the buffer while taken; the buffer lets go of them
-        // without a slice each, and the rest (from the first line not taken, or all of them
-        // if an event is queued already) is queued in order.
-        let mut lent = 0;
-        let mut skip = 0;
-        if T::LENDS && self.events.is_empty() {
-            let filled = self.rb.filled();
-            lent = self
-                .ranges
-                .iter()
-                .take_while(|r| take.lend(&filled[r.start..r.end], false))
-                .count();
-            skip = self.ranges.get(lent).map_or(consumed, |r| r.start);
-            self.rb.discard(skip);
-        }
-        let input = self.rb.consume(consumed - skip);
-        for range in self.ranges.drain(..).skip(lent) {
-            let line = input.slice(range.start - skip..range.end - skip);
+        let input = self.rb.consume(consumed);
+        for range in self.ranges.drain(..) {
+            let line = input.slice(range);
             if T::LENDS {
                 self.events.push_back(LineEvent::Line(line));
             } else {

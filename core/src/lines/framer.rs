@@ -50,6 +50,36 @@ impl LineFramer {
         }
     }
 
+    /// Calls `take` with each complete line at the start of `input` (delimiter excluded), in
+    /// order, while it returns `true`; returns the offset just past the last line taken. It
+    /// stops without calling `take` at a line longer than `max_line`, and leaves that line
+    /// and everything after it (the partial line at the end included) to a
+    /// [`split`](Self::split) of the rest, which searches the rest from its start. One pass:
+    /// no range is recorded for a line taken.
+    #[inline]
+    pub(crate) fn take_lines(
+        &mut self,
+        input: &[u8],
+        mut take: impl FnMut(&[u8]) -> bool,
+    ) -> usize {
+        let mut line_start = 0;
+        let from = self.searched.min(input.len());
+        self.searched = 0;
+        for nl in memchr::memchr_iter(b'\n', &input[from..]) {
+            let nl = from + nl;
+            let end = match self.delimiter {
+                Delimiter::Lf => nl,
+                Delimiter::CrLf if nl > line_start && input[nl - 1] == b'\r' => nl - 1,
+                Delimiter::CrLf => continue,
+            };
+            if end - line_start > self.max_line || !take(&input[line_start..end]) {
+                break;
+            }
+            line_start = nl + 1;
+        }
+        line_start
+    }
+
     /// Finds every complete line in `input` and pushes its range (delimiter excluded) to
     /// `out`. Returns the bytes consumed (through the last delimiter); the next call must pass
     /// the input again from there, plus what arrived since.
@@ -99,6 +129,34 @@ mod tests {
             out.into_iter().map(|r| input[r].to_vec()).collect(),
             consumed,
         )
+    }
+
+    #[test]
+    fn taking_lines_stops_at_a_declined_or_overlong_line_and_leaves_the_rest_to_split() {
+        let mut f = LineFramer::new(Delimiter::CrLf, 6);
+        let input = b"one\r\ntwo\r\nthree\r\npart";
+        let mut taken = Vec::new();
+        let end = f.take_lines(input, |l| {
+            taken.push(l.to_vec());
+            l != b"two"
+        });
+        assert_eq!(taken, vec![b"one".to_vec(), b"two".to_vec()]);
+        assert_eq!(end, 5, "just past the last line taken");
+        // The rest is split from its start, the declined line included.
+        assert_eq!(
+            lines(&mut f, &input[end..]),
+            (vec![b"two".to_vec(), b"three".to_vec()], 12)
+        );
+        // A line longer than the limit is not offered; split reports it.
+        let mut f = LineFramer::new(Delimiter::CrLf, 3);
+        let input = b"abc\r\nabcd\r\n";
+        let end = f.take_lines(input, |_| true);
+        assert_eq!(end, 5);
+        let mut out = Vec::new();
+        assert!(matches!(
+            f.split(&input[end..], &mut out),
+            Err(LineError::LineTooLong { len: 4, max: 3 })
+        ));
     }
 
     #[test]
