@@ -62,22 +62,15 @@ impl LineFramer {
         input: &[u8],
         mut take: impl FnMut(&[u8]) -> bool,
     ) -> usize {
-        let mut line_start = 0;
-        let from = self.searched.min(input.len());
-        self.searched = 0;
-        for nl in memchr::memchr_iter(b'\n', &input[from..]) {
-            let nl = from + nl;
-            let end = match self.delimiter {
-                Delimiter::Lf => nl,
-                Delimiter::CrLf if nl > line_start && input[nl - 1] == b'\r' => nl - 1,
-                Delimiter::CrLf => continue,
-            };
-            if end - line_start > self.max_line || !take(&input[line_start..end]) {
+        let from = std::mem::take(&mut self.searched);
+        let mut taken_to = 0;
+        for (line, next) in complete_lines(self.delimiter, input, from) {
+            if line.len() > self.max_line || !take(&input[line]) {
                 break;
             }
-            line_start = nl + 1;
+            taken_to = next;
         }
-        line_start
+        taken_to
     }
 
     /// Finds every complete line in `input` and pushes its range (delimiter excluded) to
@@ -85,25 +78,17 @@ impl LineFramer {
     /// the input again from there, plus what arrived since.
     pub fn split(&mut self, input: &[u8], out: &mut Vec<Range<usize>>) -> Result<usize, LineError> {
         let mut line_start = 0;
-        let mut from = self.searched.min(input.len());
-        for nl in memchr::memchr_iter(b'\n', &input[from..]) {
-            let nl = from + nl;
-            let end = match self.delimiter {
-                Delimiter::Lf => nl,
-                Delimiter::CrLf if nl > line_start && input[nl - 1] == b'\r' => nl - 1,
-                Delimiter::CrLf => continue,
-            };
-            if end - line_start > self.max_line {
+        for (line, next) in complete_lines(self.delimiter, input, self.searched) {
+            if line.len() > self.max_line {
                 return Err(LineError::LineTooLong {
-                    len: end - line_start,
+                    len: line.len(),
                     max: self.max_line,
                 });
             }
-            out.push(line_start..end);
-            line_start = nl + 1;
+            out.push(line);
+            line_start = next;
         }
-        from = input.len();
-        let pending = from - line_start;
+        let pending = input.len() - line_start;
         // A pending `\r` may still become part of a delimiter; it is not line content yet.
         let content =
             pending - usize::from(self.delimiter == Delimiter::CrLf && input.ends_with(b"\r"));
@@ -116,6 +101,29 @@ impl LineFramer {
         self.searched = pending;
         Ok(line_start)
     }
+}
+
+/// The complete lines of `input`, searching for delimiters from `from` on (the bytes before it
+/// are known to hold none): each line's range (delimiter excluded) and where the next starts.
+#[inline(always)]
+fn complete_lines(
+    delimiter: Delimiter,
+    input: &[u8],
+    from: usize,
+) -> impl Iterator<Item = (Range<usize>, usize)> + '_ {
+    let from = from.min(input.len());
+    let mut line_start = 0;
+    memchr::memchr_iter(b'\n', &input[from..]).filter_map(move |nl| {
+        let nl = from + nl;
+        let end = match delimiter {
+            Delimiter::Lf => nl,
+            Delimiter::CrLf if nl > line_start && input[nl - 1] == b'\r' => nl - 1,
+            Delimiter::CrLf => return None,
+        };
+        let line = line_start..end;
+        line_start = nl + 1;
+        Some((line, line_start))
+    })
 }
 
 #[cfg(test)]
