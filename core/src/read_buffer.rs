@@ -140,7 +140,7 @@ impl ReadBuffer {
             "commit({n}) exceeds the slice read_buf handed out"
         );
         self.filled += n;
-        if n == self.offered && n >= self.read_size {
+        if n == self.offered {
             self.read_size = (2 * self.read_size).min(self.max_read_size);
         }
     }
@@ -429,6 +429,34 @@ mod tests {
                     drop(rb.consume(whole));
                 }
                 rb.set_frame_hint(100);
+            }
+        }
+    }
+
+    #[test]
+    fn full_offers_ramp_reads_to_max_read_size_whatever_the_frame_size() {
+        // A sender that always has more: every offer is filled. Frames of one size, lent
+        // (discarded) or cut out as each completes. Whatever the size, the reads reach
+        // `max_read_size` — a block whose tail one frame fits exactly must not pin them at
+        // one frame per read (a system call and a move of the partial frame per message).
+        const MAX: usize = 64 * 1024;
+        for lend in [true, false] {
+            for frame in (700..9_000).step_by(97) {
+                let mut rb = ReadBuffer::new(MAX);
+                let mut largest = 0;
+                for _ in 0..40 {
+                    let offered = rb.read_buf().len();
+                    largest = largest.max(offered);
+                    rb.commit(offered);
+                    let whole = rb.filled().len() / frame * frame;
+                    if lend {
+                        rb.discard(whole);
+                    } else {
+                        drop(rb.consume(whole));
+                    }
+                    rb.set_frame_hint(if rb.filled().is_empty() { 0 } else { frame });
+                }
+                assert_eq!(largest, MAX, "frame {frame}, lent {lend}");
             }
         }
     }
