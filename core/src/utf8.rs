@@ -1,6 +1,8 @@
 //! Streaming UTF-8 validation (SIMD via simdutf8) for text messages that arrive in pieces:
 //! across reads and across fragments. Each byte is validated once, except that up to 3 bytes
-//! of a character split between pieces are carried and checked when the character completes.
+//! of a character split between pieces are carried and checked when the character completes,
+//! and that a piece the fast validator rejects (it ends inside a character, or holds invalid
+//! bytes) is read again by the one that says where.
 
 /// Whether `bytes` is valid UTF-8, as one whole message. Market data is nearly all ASCII:
 /// for short messages an OR over 32-byte blocks settles that before simdutf8's per-call
@@ -59,6 +61,12 @@ impl Utf8Stream {
                 // Still incomplete: `piece` is empty now.
                 Err(_) => return Ok(()),
             }
+        }
+        // Nearly every piece is whole characters (market data is nearly all ASCII): the
+        // faster validator that does not locate errors settles it; only a piece it rejects
+        // (a character cut by the read, or invalid bytes) is read again to find where.
+        if simdutf8::basic::from_utf8(piece).is_ok() {
+            return Ok(());
         }
         match simdutf8::compat::from_utf8(piece) {
             Ok(_) => Ok(()),
