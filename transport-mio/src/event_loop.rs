@@ -50,6 +50,9 @@ struct Sock {
     /// Registered for writability: until the TCP connect completes, then only while bytes
     /// wait in `out` (an idle stream gets no writable wake-ups).
     writable_interest: bool,
+    /// The peer's end (or an error) was reported: read until the socket says so, a short
+    /// read no longer means drained (the report does not come again).
+    read_closed: bool,
 }
 
 struct Entry {
@@ -162,6 +165,11 @@ impl EventLoop {
                 if let Some(entry) = self.streams.get_mut(id.index, id.generation) {
                     if event.is_readable() || event.is_read_closed() || event.is_error() {
                         entry.readable = true;
+                    }
+                    if event.is_read_closed() || event.is_error() {
+                        if let Some(sock) = entry.sock.as_mut() {
+                            sock.read_closed = true;
+                        }
                     }
                     self.mark(id);
                     if event.is_writable() || event.is_error() {
@@ -460,21 +468,30 @@ fn connect_next(
             out: WriteQueue::default(),
             ready: false,
             writable_interest: true,
+            read_closed: false,
         });
         return;
     }
     e.stream.handle_connect_failed(&last_error, now);
 }
 
-/// Reads until `WouldBlock`, the budget, or a full channel; drives a TLS handshake first.
+/// Reads until the socket is drained, the budget is spent, or the channel is full; drives a
+/// TLS handshake first. Drained: `WouldBlock`, or a read that filled less than it was
+/// offered — with edge-triggered readiness, bytes arriving after that read raise a new
+/// event, so the read that would only find `WouldBlock` (a system call per wake-up; on a
+/// paced stream, one per message) is not made. After the peer's end was reported, reads go
+/// on until the socket says so.
 fn read(e: &mut Entry, mut budget: usize, now: Instant) {
     while budget > 0 {
         let Some(sock) = e.sock.as_mut() else {
             e.readable = false;
             return;
         };
+        let drained;
         if let Some(tls) = sock.tls.as_mut() {
-            let n = match sock.tcp.read(tls.read_buf()) {
+            let buf = tls.read_buf();
+            let offered = buf.len();
+            let n = match sock.tcp.read(buf) {
                 Ok(0) => {
                     let _ = tls.handle_eof(&mut StreamInput {
                         stream: &mut e.stream,
@@ -496,6 +513,7 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
             };
             budget = budget.saturating_sub(n);
             e.last_read = now;
+            drained = n < offered && !sock.read_closed;
             if !sock.ready {
                 if let Err(err) = tls.handle_read(n, &mut HandshakeOnly) {
                     return e.stream.handle_tls_error(&err, now);
@@ -525,7 +543,9 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
                 e.readable = false;
                 return;
             }
-            match sock.tcp.read(e.stream.read_buf()) {
+            let buf = e.stream.read_buf();
+            let offered = buf.len();
+            match sock.tcp.read(buf) {
                 Ok(0) => {
                     e.stream.handle_eof(now);
                     e.readable = false;
@@ -534,6 +554,7 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
                 Ok(n) => {
                     budget = budget.saturating_sub(n);
                     e.last_read = now;
+                    drained = n < offered && !sock.read_closed;
                     let lender = e.delivery.lender(e.pending.is_empty());
                     e.stream.handle_read_lending(n, now, lender);
                 }
@@ -553,6 +574,10 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
             if !e.pending.is_empty() {
                 return; // the consumer is behind: stop reading this stream
             }
+        }
+        if drained {
+            e.readable = false;
+            return;
         }
     }
 }
