@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use feedwire_core::rustls::ClientConfig;
@@ -12,6 +13,7 @@ use feedwire_core::{
     default_tls_config, DataHandler, LendingInput, RequestId, Stream, StreamEvent, StreamInput,
     TransportCommand,
 };
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
@@ -152,7 +154,13 @@ impl Driver {
                 // Every handle is gone: nobody can stop us later, so stop now.
                 Wake::Command(None) => self.stream.stop(Instant::now()),
                 Wake::EventRoom => self.forward_events(),
-                Wake::Readable => self.read(),
+                Wake::Readable => {
+                    std::future::poll_fn(|cx| {
+                        self.read(cx);
+                        std::task::Poll::Ready(())
+                    })
+                    .await
+                }
                 Wake::Writable => {}
                 Wake::Connected(result) => {
                     self.connecting = None;
@@ -401,64 +409,71 @@ impl Driver {
         }
     }
 
-    /// Reads until the socket would block, the budget is spent, or the event queue is full;
-    /// straight into the core's read buffer (or TLS's ciphertext buffer).
-    fn read(&mut self) {
+    /// Reads until the socket is drained, the budget is spent, or the event queue is full;
+    /// straight into the core's read buffer (or TLS's ciphertext buffer). Drained: the read
+    /// would block, or it filled less than it was offered — tokio's `poll_read` then clears
+    /// the socket's readiness itself (new bytes raise a new event), so no read is made only
+    /// to find the socket empty (a system call per wake-up; on a paced stream, per message).
+    fn read(&mut self, cx: &mut Context<'_>) {
         let mut budget = READ_BUDGET;
         while budget > 0 && self.pending.len() < self.capacity && self.stream.is_connected() {
             let Some(conn) = self.conn.as_mut() else {
                 return;
             };
             let now = Instant::now();
-            let result = match conn.tls.as_mut() {
-                Some(tls) => match conn.sock.try_read(tls.read_buf()) {
-                    Ok(0) => {
-                        let mut sink = StreamInput {
-                            stream: &mut self.stream,
-                            now,
-                        };
-                        let _ = tls.handle_eof(&mut sink);
-                        Ok(0)
-                    }
-                    Ok(n) => {
-                        let mut sink = LendingInput {
-                            stream: &mut self.stream,
-                            now,
-                            handler: self.output.lender(self.pending.is_empty()),
-                        };
-                        tls.handle_read(n, &mut sink)
-                            .map(|()| n)
-                            .map_err(|e| io::Error::other(e.to_string()))
-                    }
-                    Err(e) => Err(e),
-                },
-                None => match conn.sock.try_read(self.stream.read_buf()) {
-                    Ok(n) if n > 0 => {
-                        let lender = self.output.lender(self.pending.is_empty());
-                        self.stream.handle_read_lending(n, now, lender);
-                        Ok(n)
-                    }
-                    other => other,
-                },
+            let buf = match conn.tls.as_mut() {
+                Some(tls) => tls.read_buf(),
+                None => self.stream.read_buf(),
             };
-            match result {
-                Ok(0) => {
-                    self.stream.handle_eof(now);
-                    return;
-                }
-                Ok(n) => budget = budget.saturating_sub(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) => {
+            let offered = buf.len();
+            let mut read_buf = ReadBuf::new(buf);
+            let n = match Pin::new(&mut conn.sock).poll_read(cx, &mut read_buf) {
+                Poll::Pending => return,
+                Poll::Ready(Err(e)) => {
                     self.stream.handle_transport_error(&e.to_string(), now);
                     return;
                 }
+                Poll::Ready(Ok(())) => read_buf.filled().len(),
+            };
+            let result = match conn.tls.as_mut() {
+                Some(tls) if n == 0 => {
+                    let mut sink = StreamInput {
+                        stream: &mut self.stream,
+                        now,
+                    };
+                    let _ = tls.handle_eof(&mut sink);
+                    Ok(())
+                }
+                Some(tls) => {
+                    let mut sink = LendingInput {
+                        stream: &mut self.stream,
+                        now,
+                        handler: self.output.lender(self.pending.is_empty()),
+                    };
+                    tls.handle_read(n, &mut sink)
+                }
+                None if n == 0 => Ok(()),
+                None => {
+                    let lender = self.output.lender(self.pending.is_empty());
+                    self.stream.handle_read_lending(n, now, lender);
+                    Ok(())
+                }
+            };
+            if n == 0 {
+                self.stream.handle_eof(now);
+                return;
             }
+            if let Err(e) = result {
+                self.stream.handle_tls_error(&e, now);
+                return;
+            }
+            budget = budget.saturating_sub(n);
             self.collect_events();
             // Hand each read's events over at once: the application works on bytes that are
             // still in cache, and the read buffer's blocks come back for reuse. If it has not
             // taken the previous batch yet, stop reading until it does.
             self.forward_events();
-            if !self.pending.is_empty() {
+            if !self.pending.is_empty() || n < offered {
                 return;
             }
         }
