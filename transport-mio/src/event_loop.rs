@@ -62,7 +62,7 @@ struct Entry {
     /// Events the channel had no room for yet.
     pending: VecDeque<StreamEvent>,
     waiting: HashMap<RequestId, Reply<Bytes>>,
-    /// Readable and not yet read to `WouldBlock` (edge-triggered readiness).
+    /// Readable and not yet drained (edge-triggered readiness: `WouldBlock`, or a short read).
     readable: bool,
     deadline: StreamDeadline,
     /// Already in this iteration's service list.
