@@ -157,7 +157,7 @@ impl Driver {
                 Wake::Readable => {
                     std::future::poll_fn(|cx| {
                         self.read(cx);
-                        std::task::Poll::Ready(())
+                        Poll::Ready(())
                     })
                     .await
                 }
