@@ -435,37 +435,33 @@ impl Driver {
                 }
                 Poll::Ready(Ok(())) => read_buf.filled().len(),
             };
-            let result = match conn.tls.as_mut() {
-                Some(tls) if n == 0 => {
+            if n == 0 {
+                if let Some(tls) = conn.tls.as_mut() {
                     let mut sink = StreamInput {
                         stream: &mut self.stream,
                         now,
                     };
                     let _ = tls.handle_eof(&mut sink);
-                    Ok(())
                 }
+                self.stream.handle_eof(now);
+                return;
+            }
+            match conn.tls.as_mut() {
                 Some(tls) => {
                     let mut sink = LendingInput {
                         stream: &mut self.stream,
                         now,
                         handler: self.output.lender(self.pending.is_empty()),
                     };
-                    tls.handle_read(n, &mut sink)
+                    if let Err(e) = tls.handle_read(n, &mut sink) {
+                        self.stream.handle_tls_error(&e, now);
+                        return;
+                    }
                 }
-                None if n == 0 => Ok(()),
                 None => {
                     let lender = self.output.lender(self.pending.is_empty());
                     self.stream.handle_read_lending(n, now, lender);
-                    Ok(())
                 }
-            };
-            if n == 0 {
-                self.stream.handle_eof(now);
-                return;
-            }
-            if let Err(e) = result {
-                self.stream.handle_tls_error(&e, now);
-                return;
             }
             budget = budget.saturating_sub(n);
             self.collect_events();
