@@ -9,10 +9,12 @@
 //!
 //! Memory: the buffer is a block of `2 × read size` bytes, allocated on the first read.
 //! When the space after the unconsumed bytes is smaller than one read, the unconsumed bytes
-//! (at most one partial frame) move to a fresh block and the old block is freed once the
-//! application drops the last message that points into it. A frame larger than a block gets a
-//! block of exactly its size; the block after it is normal-sized again, so one large message
-//! never doubles the buffer for good.
+//! (at most one partial frame) move to the block's front if nothing in front of them is
+//! still held, else to a fresh block, and the old block is freed once the application drops
+//! the last message that points into it. A block nothing was cut from (every message lent)
+//! grows in place as reads ramp up: one allocation faulted in, not one per doubling. A frame
+//! larger than a block gets a block of exactly its size; the block after it is normal-sized
+//! again, so one large message never doubles the buffer for good.
 //!
 //! Zero-fill: handing out `&mut [u8]` without `unsafe` needs initialised bytes. Each byte of
 //! a block is zeroed once, right before it is first offered; bytes offered but not filled by a
@@ -25,6 +27,10 @@ use bytes::{Bytes, BytesMut};
 
 /// Bytes offered by the first read of a fresh (or released) buffer.
 pub(crate) const INITIAL_READ_SIZE: usize = 1024;
+
+/// Largest partial frame (bytes) moved to the block's front before every read, when the
+/// bytes in front of it were lent.
+const SMALL_PARTIAL: usize = 16 * 1024;
 
 /// Blocks kept for reuse after the reader moved on from them.
 const RETIRED_BLOCKS: usize = 2;
@@ -53,6 +59,9 @@ pub(crate) struct ReadBuffer {
     /// (not exact); 0 when nothing is pending.
     frame_hint: usize,
     hint_is_exact: bool,
+    /// No message has been cut out of the block (`consume`) since it was allocated: it is
+    /// not shared, so it can grow in place.
+    uncut: bool,
 }
 
 impl ReadBuffer {
@@ -71,6 +80,7 @@ impl ReadBuffer {
             retired: Vec::new(),
             frame_hint: 0,
             hint_is_exact: true,
+            uncut: true,
         }
     }
 
@@ -80,6 +90,14 @@ impl ReadBuffer {
 
     /// Writable space for the next read: at most `max_read_size` bytes, never empty.
     pub(crate) fn read_buf(&mut self) -> &mut [u8] {
+        // Lent bytes in front of a small partial frame: the partial moves to the front now
+        // (a copy of at most `SMALL_PARTIAL` bytes), so reads keep landing in the block's
+        // first `read size` bytes, still in cache from the last lap, instead of walking the
+        // whole block through memory the caches have let go of.
+        let lent_in_front = self.start > 0;
+        if lent_in_front && self.filled <= SMALL_PARTIAL {
+            self.move_partial_to_front();
+        }
         // A frame of known length has its block already: read it at full size.
         let cap = if self.hint_is_exact && self.frame_hint > self.filled {
             self.max_read_size
@@ -96,7 +114,7 @@ impl ReadBuffer {
         // small: moving a few KB within the block costs less than the extra system call
         // (µs) a read shrunk to the block's tail costs. (Owned messages keep the old rule:
         // moving them means another block, and the application may still hold this one.)
-        let want = if self.start > 0 && self.filled <= self.read_size / 4 {
+        let want = if lent_in_front && self.filled <= self.read_size / 4 {
             want.max(self.read_size)
         } else {
             want
@@ -109,18 +127,20 @@ impl ReadBuffer {
                 && self.buf.capacity() - self.filled >= want
             {
                 // Lent bytes in front: the partial frame moves over them, in the block.
-                self.buf
-                    .copy_within(self.start..self.start + self.filled, 0);
-                self.start = 0;
+                self.move_partial_to_front();
             } else {
-                self.cut_front();
                 // Room for the unconsumed bytes and one read, at least a block.
                 let size = self
                     .block_size()
                     .max(self.frame_hint)
                     .max(self.filled + want);
-                if !self.reclaim(size) {
-                    self.move_to_fresh_block(size);
+                if self.uncut && self.buf.capacity() < size {
+                    self.grow_in_place(size);
+                } else {
+                    self.cut_front();
+                    if !self.reclaim(size) {
+                        self.move_to_fresh_block(size);
+                    }
                 }
             }
         }
@@ -173,6 +193,7 @@ impl ReadBuffer {
         }
         self.cut_front();
         self.filled -= n;
+        self.uncut = false;
         self.buf.split_to(n).freeze()
     }
 
@@ -227,6 +248,7 @@ impl ReadBuffer {
         self.frame_hint = 0;
         let held = self.buf.capacity() > 0 || !self.retired.is_empty();
         self.buf = BytesMut::new();
+        self.uncut = true;
         self.retired = Vec::new();
         held
     }
@@ -257,6 +279,25 @@ impl ReadBuffer {
         self.buf.capacity() <= 2 * size
     }
 
+    /// Grows a block nothing was cut from to at least `size` bytes: lent bytes in front are
+    /// done with, so the partial frame moves to the front, then the allocation grows in
+    /// place (`realloc`: a large block's pages are remapped rather than copied, and the
+    /// bytes already zeroed stay initialised). While reads ramp up, a lending stream thus
+    /// faults in one block's worth of memory rather than every block of the ramp.
+    fn grow_in_place(&mut self, size: usize) {
+        self.move_partial_to_front();
+        self.buf.reserve(size - self.buf.len());
+    }
+
+    /// Moves the unconsumed bytes over the lent ones in front of them, within the block.
+    fn move_partial_to_front(&mut self) {
+        if self.start > 0 {
+            self.buf
+                .copy_within(self.start..self.start + self.filled, 0);
+            self.start = 0;
+        }
+    }
+
     /// Moves the unconsumed bytes to another block: a retired one whose messages have all
     /// been dropped if there is one (already faulted in: no page faults, no allocation),
     /// else a new allocation. The block left behind is retired, so that a consumer a few
@@ -267,6 +308,8 @@ impl ReadBuffer {
             b.clear();
             b.try_reclaim(size) && b.capacity() <= 2 * size
         });
+        // A retired block may have been cut from (shared until its messages drop).
+        self.uncut = reusable.is_none();
         let mut fresh = match reusable {
             Some(i) => self.retired.swap_remove(i),
             None => BytesMut::with_capacity(size),
@@ -380,13 +423,14 @@ mod tests {
     fn a_block_is_reused_once_its_messages_are_dropped() {
         let mut rb = ReadBuffer::new(1024);
         rb.extend(&[b'a'; 1500]);
-        let first = rb.read_buf().as_ptr() as usize - rb.filled().len();
-        // Keep the partial tail, drop every delivered message.
+        let first = rb.filled().as_ptr() as usize;
+        // Keep the partial tail, drop every delivered message: the tail after it is too
+        // short for a full read, so the partial moves to the block's front.
         drop(rb.consume(1400));
-        rb.extend(&[b'b'; 3000]);
-        let base = rb.filled().as_ptr() as usize;
-        assert!(
-            (first..first + 4096).contains(&base),
+        rb.extend(&[b'b'; 500]);
+        assert_eq!(
+            rb.filled().as_ptr() as usize,
+            first,
             "the same block again, not a fresh one"
         );
         assert_eq!(
@@ -395,7 +439,7 @@ mod tests {
             "the tail moved to the front"
         );
         // A message still held keeps its block: the buffer moves to a fresh one.
-        let held = rb.consume(3000);
+        let held = rb.consume(600);
         rb.extend(&[b'c'; 5000]);
         assert!(held.iter().all(|&b| b == b'a' || b == b'b'));
     }
@@ -462,6 +506,44 @@ mod tests {
     }
 
     #[test]
+    fn a_lending_ramp_grows_one_block_in_place() {
+        // Full reads, everything lent but a partial frame: from the first read up to
+        // `max_read_size` the buffer grows its one block (already faulted-in pages stay in
+        // use); no block is left behind to be freed or reused later.
+        const MAX: usize = 256 * 1024;
+        let mut rb = ReadBuffer::new(MAX);
+        for _ in 0..30 {
+            let offered = rb.read_buf().len();
+            rb.commit(offered);
+            let lent = rb.filled().len() - 100;
+            rb.discard(lent);
+            assert_eq!(rb.retained(), 0, "no block left behind");
+        }
+        assert_eq!(rb.read_buf().len(), MAX);
+        assert!(rb.capacity() <= 2 * MAX + INITIAL_READ_SIZE);
+    }
+
+    #[test]
+    fn reads_after_lent_frames_land_at_the_block_front() {
+        // Reads ramped to full size, then reads of 10,000 bytes (a stream keeping up), all
+        // lent but a 100-byte partial frame: every read lands at the same place, right after
+        // the partial moved to the front, instead of walking through the block.
+        let mut rb = ReadBuffer::new(64 * 1024);
+        let mut offers = Vec::new();
+        for i in 0..40 {
+            let buf = rb.read_buf();
+            let at = buf.as_ptr() as usize;
+            let n = if i < 15 { buf.len() } else { 10_000 };
+            offers.push(at);
+            rb.commit(n);
+            let lent = rb.filled().len() - 100;
+            rb.discard(lent);
+        }
+        let settled = &offers[16..];
+        assert!(settled.iter().all(|&at| at == settled[0]), "{offers:x?}");
+    }
+
+    #[test]
     fn discarded_bytes_leave_the_block_free_for_reuse() {
         let mut rb = ReadBuffer::new(1024);
         rb.extend(&[b'a'; 1500]);
@@ -484,9 +566,11 @@ mod tests {
     #[test]
     fn a_lent_block_is_read_into_again_without_zeroing() {
         let mut rb = ReadBuffer::new(1024);
-        rb.extend(&[b'a'; 3000]);
+        rb.extend(&[b'a'; 4000]);
+        // Grown in place (2 KiB, then doubled): 96 bytes left after the input.
+        assert_eq!(rb.capacity(), 4096);
         let (block, capacity) = (rb.filled().as_ptr() as usize, rb.capacity());
-        rb.discard(2990);
+        rb.discard(3990);
         rb.extend(&[b'b'; 500]);
         assert_eq!(
             rb.filled().as_ptr() as usize,
