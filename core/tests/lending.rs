@@ -219,14 +219,14 @@ fn betfair_resubscribes_from_the_last_clock_however_it_was_kept() {
 
 #[test]
 fn frames_that_span_reads_are_lent_and_the_block_is_never_cut() {
-    // 100 KB frames read at full offers (the read size ramps to 256 KiB): nearly every frame
+    // 100 KB frames read at full offers (the read size ramps to 1 MiB): nearly every frame
     // starts in one read and ends in another, so the decoder holds its header between reads.
     // Each must still be lent in place: a frame cut out of the block instead shrinks the
     // block by its size (and the next reads zero-fill it again).
     let mut h = binance();
     h.feed_text(r#"{"e":"trade","t":1}"#);
     h.take_events();
-    let payloads: Vec<String> = (0..40)
+    let payloads: Vec<String> = (0..150)
         .map(|i| format!(r#"{{"e":"depth","i":{i},"b":"{}"}}"#, "7".repeat(100_000)))
         .collect();
     let texts: Vec<&str> = payloads.iter().map(String::as_str).collect();
@@ -245,7 +245,8 @@ fn frames_that_span_reads_are_lent_and_the_block_is_never_cut() {
     assert!(lent.iter().zip(&payloads).all(|(l, p)| l == p.as_bytes()));
     h.pump();
     assert!(h.take_events().is_empty());
-    // Once the reads are full-sized (the first few reads ramp up), one block serves every read.
+    // Once the reads are full-sized (the first dozen reads ramp up), one block serves every
+    // read.
     let settled = &capacities[capacities.len() / 2..];
     assert!(settled.iter().all(|&c| c == settled[0]), "{capacities:?}");
 }
