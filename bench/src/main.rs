@@ -1,5 +1,5 @@
 //! `cargo run --release -p feedwire-bench -- [--quick] [--json PATH] [--markdown PATH]
-//! [--runs N] [--scenario NAME]… [--client NAME]… [--no-latency] [--no-memory]`
+//! [--runs N] [--scenario NAME]… [--client NAME]… [--no-latency] [--no-memory] [--pin]`
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -44,6 +44,7 @@ fn main() -> ExitCode {
                 "--client" => options.clients.push(value("a client")?),
                 "--no-latency" => options.latency_rates.clear(),
                 "--no-memory" => options.memory = false,
+                "--pin" => options.pin = true,
                 "--help" | "-h" => {
                     println!(
                         "{}",
@@ -85,12 +86,16 @@ fn main() -> ExitCode {
     }
     if let Some(path) = markdown_path {
         let command: Vec<String> = std::env::args().skip(1).collect();
-        let doc = format!(
-            "# Benchmarks\n\nMachine: {}.\n\nCommand: `cargo run --release -p feedwire-bench -- {}`\n\n\
-             Client CPU per message is user + system time of the benchmark process (the replay \
-             server runs in a child process), from the first message to the last. Ratios compare \
-             medians measured side by side in this one run.\n\n\
-             How to read them: on a 2-core machine the server and the client share the CPU, so \
+        let regime = if options.pin {
+            "Pinned (`--pin`): the clients run on CPU 0 and the replay server on CPU 1, so \
+             the server outruns every client and every read comes back full: the regime of a \
+             consumer behind its feed on a core of its own. What a read costs then counts \
+             more than what a message costs: on loopback each read's TCP window update also \
+             runs the server's pending transmit in the client's softirq. The limit reads \
+             256 KiB at a time, feedwire up to 1 MiB (`max_read_size`), nexus-web up to its \
+             1 MiB buffer.\n"
+        } else {
+            "How to read them: on a 2-core machine the server and the client share the CPU, so \
              figures move 20-50% between invocations; compare rows within one table. Reading \
              over loopback is bistable: a client that keeps up reads what the server has just \
              written (about 100 KB per read, still in cache); one that falls behind reads a deep \
@@ -98,6 +103,14 @@ fn main() -> ExitCode {
              times the CPU per message, and seldom catches up within a run. The raw limit \
              (256 KiB reads) lands in the slow state in more rounds than the libraries, which is \
              why its median sometimes sits above theirs; its min–max column shows both states. \
+             `--pin` measures the other regime, every client behind its feed \
+             (BENCHMARKS-pinned.md).\n"
+        };
+        let doc = format!(
+            "# Benchmarks\n\nMachine: {}.\n\nCommand: `cargo run --release -p feedwire-bench -- {}`\n\n\
+             Client CPU per message is user + system time of the benchmark process (the replay \
+             server runs in a child process), from the first message to the last. Ratios compare \
+             medians measured side by side in this one run.\n\n{regime}\n\
              The feedwire rows include \
              the whole stream machine (classification, statistics, timers, reconnection) and \
              read data lent in place (`handle_read_with`, `Delivery::Lend`, `connect_lending`), \

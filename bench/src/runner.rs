@@ -25,6 +25,10 @@ pub struct BenchOptions {
     pub latency_secs: u32,
     /// Measure peak RSS on `huge_ticker_arr`, one fresh process per client.
     pub memory: bool,
+    /// Clients on CPU 0, the replay server on CPU 1. Unpinned, the two share both CPUs and
+    /// a client mostly keeps up (short reads); pinned, the server outruns every client and
+    /// each read comes back full: the regime of a consumer behind its feed on its own core.
+    pub pin: bool,
 }
 
 impl BenchOptions {
@@ -47,6 +51,7 @@ impl BenchOptions {
             latency_rates: vec![10_000, 100_000],
             latency_secs: 3,
             memory: true,
+            pin: false,
         }
     }
 
@@ -185,14 +190,25 @@ fn range(v: &[f64]) -> (f64, f64) {
         })
 }
 
+/// CPU of the clients (and of the memory measurements they start) when pinned.
+const CLIENT_CPU: usize = 0;
+
+/// The replay server's CPU, when pinned.
+fn server_cpu(options: &BenchOptions) -> Option<usize> {
+    options.pin.then_some(CLIENT_CPU + 1)
+}
+
 /// A firehose replay server in a child process, and the messages each run receives.
 fn firehose(options: &BenchOptions, scenario: Scenario) -> Result<(ChildServer, usize), String> {
     let count = (scenario.default_count() / options.count_divisor.max(1)).max(100);
-    let server = ChildServer::spawn(&ReplayConfig {
-        count: Some(count),
-        hold_open: true,
-        ..ReplayConfig::new(scenario)
-    })
+    let server = ChildServer::spawn_on_cpu(
+        &ReplayConfig {
+            count: Some(count),
+            hold_open: true,
+            ..ReplayConfig::new(scenario)
+        },
+        server_cpu(options),
+    )
     .map_err(|e| format!("replay server: {e}"))?;
     Ok((server, count))
 }
@@ -308,12 +324,15 @@ pub fn run_latency(
     let mut rows = Vec::new();
     for &rate in &options.latency_rates {
         let count = u64::from(rate) * u64::from(options.latency_secs.max(1));
-        let server = ChildServer::spawn(&ReplayConfig {
-            count: Some(count as usize),
-            mode: Mode::Paced { per_sec: rate },
-            hold_open: true,
-            ..ReplayConfig::new(Scenario::SmallAggTrade)
-        })
+        let server = ChildServer::spawn_on_cpu(
+            &ReplayConfig {
+                count: Some(count as usize),
+                mode: Mode::Paced { per_sec: rate },
+                hold_open: true,
+                ..ReplayConfig::new(Scenario::SmallAggTrade)
+            },
+            server_cpu(options),
+        )
         .map_err(|e| format!("replay server: {e}"))?;
         let target = Target::from_url(server.url());
         let mut samples: Vec<Vec<LatencySample>> = clients.iter().map(|_| Vec::new()).collect();
@@ -442,6 +461,9 @@ pub(crate) fn memory_child(args: &[String]) -> Result<(), String> {
 
 /// Everything the options ask for.
 pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Results, String> {
+    if options.pin {
+        measure::pin_to_cpu(CLIENT_CPU).map_err(|e| format!("--pin: CPU {CLIENT_CPU}: {e}"))?;
+    }
     let mut results = Results::default();
     for &scenario in &options.scenarios {
         results

@@ -30,6 +30,11 @@ impl ChildServer {
     /// Starts `config` in a child process (this executable, run with [`CHILD_ARG`]) and waits
     /// until it listens. Faults are not passed on (measurements use clean servers).
     pub fn spawn(config: &ReplayConfig) -> io::Result<Self> {
+        Self::spawn_on_cpu(config, None)
+    }
+
+    /// [`spawn`](Self::spawn), the server's threads kept to CPU `cpu` when given.
+    pub fn spawn_on_cpu(config: &ReplayConfig, cpu: Option<usize>) -> io::Result<Self> {
         let mode = match config.mode {
             Mode::Firehose => "firehose".to_owned(),
             Mode::Paced { per_sec } => format!("paced:{per_sec}"),
@@ -43,6 +48,7 @@ impl ChildServer {
             .arg(config.seed.to_string())
             .arg(config.port.to_string())
             .arg(u8::from(config.hold_open).to_string())
+            .arg(cpu.map_or("any".to_owned(), |c| c.to_string()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
@@ -151,10 +157,14 @@ pub fn serve_if_child() {
 }
 
 fn serve(args: &[String]) -> io::Result<()> {
-    let [scenario, count, mode, tls, seed, port, hold_open] = args else {
-        return Err(io::Error::other("expected 7 arguments"));
+    let [scenario, count, mode, tls, seed, port, hold_open, cpu] = args else {
+        return Err(io::Error::other("expected 8 arguments"));
     };
     let bad = |what: &str| io::Error::other(format!("bad {what}"));
+    // Before the server starts its threads: they inherit the CPU.
+    if cpu != "any" {
+        crate::measure::pin_to_cpu(cpu.parse().map_err(|_| bad("cpu"))?)?;
+    }
     let scenario = Scenario::from_name(scenario).ok_or_else(|| bad("scenario"))?;
     let mode = match mode.strip_prefix("paced:") {
         Some(rate) => Mode::Paced {

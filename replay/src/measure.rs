@@ -1,9 +1,21 @@
 //! What benchmarks measure about their own process: CPU time (user + system), resident
 //! memory, and the open-file limit that many connections need. Linux: `/proc/self/status`.
+//! Also where they run: [`pin_to_cpu`].
 
+use std::io;
 use std::time::Duration;
 
+use nix::sched::{sched_setaffinity, CpuSet};
 use nix::sys::resource::{getrlimit, getrusage, setrlimit, Resource, UsageWho};
+use nix::unistd::Pid;
+
+/// Restricts the calling thread, and every thread or process it starts afterwards, to CPU
+/// `cpu`: for measurements that keep a client and its server off each other's core.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    let mut set = CpuSet::new();
+    set.set(cpu).map_err(io::Error::from)?;
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(io::Error::from)
+}
 
 /// CPU time this process has used so far, user + system (µs resolution).
 pub fn cpu_time() -> Duration {
@@ -59,5 +71,35 @@ pub fn raise_open_files(wanted: u64) -> u64 {
     match setrlimit(Resource::RLIMIT_NOFILE, target, hard) {
         Ok(()) => target,
         Err(_) => soft,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nix::sched::{sched_getaffinity, CpuSet};
+    use nix::unistd::Pid;
+
+    use super::pin_to_cpu;
+
+    #[test]
+    fn pinning_keeps_the_thread_and_its_children_to_one_cpu() {
+        // In a thread of its own: the test harness's other threads keep their CPUs.
+        std::thread::spawn(|| {
+            pin_to_cpu(0).expect("CPU 0 exists");
+            let allowed = |set: CpuSet| {
+                (0..CpuSet::count())
+                    .filter(|&c| set.is_set(c).unwrap_or(false))
+                    .collect::<Vec<_>>()
+            };
+            let mine = sched_getaffinity(Pid::from_raw(0)).expect("affinity");
+            assert_eq!(allowed(mine), [0]);
+            let child = std::thread::spawn(|| sched_getaffinity(Pid::from_raw(0)).unwrap())
+                .join()
+                .unwrap();
+            assert_eq!(allowed(child), [0], "inherited");
+            assert!(pin_to_cpu(CpuSet::count()).is_err(), "no such CPU");
+        })
+        .join()
+        .unwrap();
     }
 }
