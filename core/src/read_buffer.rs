@@ -95,8 +95,14 @@ impl ReadBuffer {
         // first `read size` bytes, still in cache from the last lap, instead of walking the
         // whole block through memory the caches have let go of.
         let lent_in_front = self.start > 0;
-        if lent_in_front && self.filled <= SMALL_PARTIAL {
-            self.move_partial_to_front();
+        if self.filled <= SMALL_PARTIAL {
+            if self.uncut && self.buf.capacity() > 2 * self.block_size().max(self.frame_hint) {
+                // Grown for a large frame that is done now: a block of normal size again,
+                // so one large message never holds its memory for good.
+                self.move_to_normal_block();
+            } else if lent_in_front {
+                self.move_partial_to_front();
+            }
         }
         // A frame of known length has its block already: read it at full size.
         let cap = if self.hint_is_exact && self.frame_hint > self.filled {
@@ -287,6 +293,16 @@ impl ReadBuffer {
     fn grow_in_place(&mut self, size: usize) {
         self.move_partial_to_front();
         self.buf.reserve(size - self.buf.len());
+    }
+
+    /// Replaces a block nothing was cut from (no message points into it: it is freed at
+    /// once) by one of normal size holding the unconsumed bytes.
+    fn move_to_normal_block(&mut self) {
+        let size = self.block_size().max(self.filled + self.read_size);
+        let mut block = BytesMut::with_capacity(size);
+        block.extend_from_slice(self.filled());
+        self.buf = block;
+        self.start = 0;
     }
 
     /// Moves the unconsumed bytes over the lent ones in front of them, within the block.
@@ -521,6 +537,33 @@ mod tests {
         }
         assert_eq!(rb.read_buf().len(), MAX);
         assert!(rb.capacity() <= 2 * MAX + INITIAL_READ_SIZE);
+    }
+
+    #[test]
+    fn a_lent_large_frame_leaves_a_normal_block_behind() {
+        // One 1 MB frame on a stream reading 16 KiB at most, lent like the small frames
+        // around it: its block holds it whole, and once it is done the buffer goes back to
+        // a block of normal size rather than keeping the large one for good.
+        let mut rb = ReadBuffer::new(16 * 1024);
+        let read_fully = |rb: &mut ReadBuffer, total: usize| {
+            let mut left = total;
+            while left > 0 {
+                let n = rb.read_buf().len().min(left);
+                rb.commit(n);
+                left -= n;
+            }
+        };
+        read_fully(&mut rb, 50_000);
+        rb.discard(50_000);
+        let normal = rb.capacity();
+        rb.set_frame_hint(1_000_000);
+        read_fully(&mut rb, 1_000_000);
+        assert!(rb.capacity() >= 1_000_000);
+        rb.discard(1_000_000);
+        rb.set_frame_hint(0);
+        read_fully(&mut rb, 50_000);
+        rb.discard(50_000);
+        assert_eq!(rb.capacity(), normal, "back to a normal block");
     }
 
     #[test]
