@@ -8,7 +8,8 @@
 
 use std::process::ExitCode;
 
-use feedwire_bench::{child_main, json, machine, markdown, run, BenchOptions};
+use feedwire_bench::{child_main, json, machine, markdown, run, BenchOptions, LIMIT_READ_SIZE};
+use feedwire_core::WsConfig;
 use feedwire_replay::Scenario;
 
 fn main() -> ExitCode {
@@ -87,13 +88,17 @@ fn main() -> ExitCode {
     if let Some(path) = markdown_path {
         let command: Vec<String> = std::env::args().skip(1).collect();
         let regime = if options.pin {
-            "Pinned (`--pin`): the clients run on CPU 0 and the replay server on CPU 1, so \
-             the server outruns every client and every read comes back full: the regime of a \
-             consumer behind its feed on a core of its own. What a read costs then counts \
-             more than what a message costs: on loopback each read's TCP window update also \
-             runs the server's pending transmit in the client's softirq. The limit reads \
-             256 KiB at a time, feedwire up to 1 MiB (`max_read_size`), nexus-web up to its \
-             1 MiB buffer.\n"
+            format!(
+                "Pinned (`--pin`): the clients run on CPU 0 and the replay server on CPU 1, so \
+                 the server outruns every client and every read comes back full: the regime of \
+                 a consumer behind its feed on a core of its own. What a read costs then counts \
+                 more than what a message costs: on loopback each read's TCP window update also \
+                 runs the server's pending transmit in the client's softirq. The limit reads \
+                 {} KiB at a time, feedwire up to {} KiB (`max_read_size`), nexus-web up to \
+                 its 1 MiB buffer.\n",
+                LIMIT_READ_SIZE / 1024,
+                WsConfig::default().max_read_size / 1024
+            )
         } else {
             "How to read them: on a 2-core machine the server and the client share the CPU, so \
              figures move 20-50% between invocations; compare rows within one table. Reading \
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
              why its median sometimes sits above theirs; its min–max column shows both states. \
              `--pin` measures the other regime, every client behind its feed \
              (BENCHMARKS-pinned.md).\n"
+                .to_owned()
         };
         let doc = format!(
             "# Benchmarks\n\nMachine: {}.\n\nCommand: `cargo run --release -p feedwire-bench -- {}`\n\n\

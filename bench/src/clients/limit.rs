@@ -8,7 +8,8 @@ use std::net::TcpStream;
 use super::{err, Extra, Target, STALL};
 use crate::recorder::Recorder;
 
-const READ: usize = 256 * 1024;
+/// Bytes the limit reads per system call.
+pub const READ: usize = 256 * 1024;
 /// Bytes of a message's start kept for the latency stamp.
 const HEAD: usize = feedwire_replay::STAMP_WITHIN;
 

@@ -9,6 +9,8 @@ use crate::recorder::Recorder;
 
 mod feedwire;
 mod limit;
+
+pub use limit::READ as LIMIT_READ_SIZE;
 mod peers_blocking;
 mod peers_tokio;
 
