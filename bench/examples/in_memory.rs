@@ -11,14 +11,27 @@
 //! without the kernel's noise (WebSocket scenarios). `--limit` runs the benchmark's raw line
 //! splitter (memchr over the same 256 KiB pieces, counting lines) for lines scenarios.
 //!
-//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend | --nexus | --limit]`
+//! `--tls` sends the same bytes through TLS: a rustls server in memory (test CA) encrypts them
+//! as a server writing the whole stream at once would (full 16 KiB records; `--record N`
+//! encrypts N wire bytes per record instead, as a server writing message by message would),
+//! untimed; the timed part is the client's [`TlsSession`] taking the ciphertext in pieces of
+//! its own read size and moving the plaintext into the stream — decryption and every copy
+//! the TLS layer makes included.
+//!
+//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend | --nexus | --limit] [--tls [--record N]]`
 #![allow(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
 
 use std::time::Instant;
 
+use std::io::{Read, Write};
+
+use feedwire_core::rustls::ServerConnection;
 use feedwire_core::testing::{accept_response, server_frame};
-use feedwire_core::{BetfairAuth, Stream, StreamConfig, StreamEvent};
-use feedwire_replay::Scenario;
+use feedwire_core::{
+    tls_config_with_roots, BetfairAuth, DataHandler, DataRef, LendingInput, Stream, StreamConfig,
+    StreamEvent, StreamInput, TlsSession,
+};
+use feedwire_replay::{Scenario, TestPki};
 use nexus_web::ws::{FrameReader, Message, Role};
 
 /// Largest read handed to the stream, bytes (the default `max_read_size`).
@@ -68,42 +81,42 @@ fn wire_bytes(scenario: Scenario, count: usize) -> Vec<u8> {
     }
 }
 
-/// A stream for `scenario`, open and past its opening exchange.
-fn open_stream(scenario: Scenario, now: Instant) -> Stream {
-    if scenario.is_lines() {
+/// A stream for `scenario`, connected, its opening request waiting in `poll_transmit`.
+fn new_stream(scenario: Scenario, now: Instant) -> Stream {
+    let config = if scenario.is_lines() {
         let auth = BetfairAuth {
             app_key: "k".into(),
             session: "s".into(),
         };
-        let mut s = Stream::new(
-            StreamConfig::betfair("tcp://127.0.0.1:1", auth),
-            [1; 32],
-            now,
-        )
-        .expect("valid config");
-        while s.poll_transport().is_some() {}
-        s.handle_connected(now);
-        while s.poll_transmit().is_some() {}
-        feed(
-            &mut s,
-            b"{\"op\":\"connection\",\"connectionId\":\"x\"}\r\n{\"op\":\"status\",\"id\":1,\"statusCode\":\"SUCCESS\"}\r\n",
-            now,
-            false,
-        );
-        s
+        StreamConfig::betfair("tcp://127.0.0.1:1", auth)
     } else {
-        let config =
-            StreamConfig::binance_stream("ws://127.0.0.1:1/stream?streams=btcusdt@aggTrade");
-        let mut s = Stream::new(config, [1; 32], now).expect("valid config");
-        while s.poll_transport().is_some() {}
-        s.handle_connected(now);
-        let mut request = Vec::new();
-        while let Some(c) = s.poll_transmit() {
-            request.extend_from_slice(&c);
-        }
-        feed(&mut s, &accept_response(&request), now, false);
-        s
+        StreamConfig::binance_stream("ws://127.0.0.1:1/stream?streams=btcusdt@aggTrade")
+    };
+    let mut s = Stream::new(config, [1; 32], now).expect("valid config");
+    while s.poll_transport().is_some() {}
+    s.handle_connected(now);
+    s
+}
+
+/// What the server answers to the stream's opening `request`: the upgrade's accept, or
+/// Betfair's connection and authentication replies.
+fn opening_answer(scenario: Scenario, request: &[u8]) -> Vec<u8> {
+    if scenario.is_lines() {
+        b"{\"op\":\"connection\",\"connectionId\":\"x\"}\r\n{\"op\":\"status\",\"id\":1,\"statusCode\":\"SUCCESS\"}\r\n".to_vec()
+    } else {
+        accept_response(request)
     }
+}
+
+/// A stream for `scenario`, open and past its opening exchange.
+fn open_stream(scenario: Scenario, now: Instant) -> Stream {
+    let mut s = new_stream(scenario, now);
+    let mut request = Vec::new();
+    while let Some(c) = s.poll_transmit() {
+        request.extend_from_slice(&c);
+    }
+    feed(&mut s, &opening_answer(scenario, &request), now, false);
+    s
 }
 
 /// nexus-web's reader over `bytes`, fed like [`feed`]: (messages, payload bytes).
@@ -158,14 +171,188 @@ fn feed_limit_lines(bytes: &[u8]) -> (usize, usize) {
     (lines, line_bytes)
 }
 
+/// Counts lent messages.
+#[derive(Default)]
+struct Count {
+    messages: usize,
+    payload_bytes: usize,
+}
+
+impl DataHandler for Count {
+    fn on_data(&mut self, data: DataRef<'_>) {
+        self.messages += 1;
+        self.payload_bytes += data.payload.len();
+    }
+
+    fn on_event(&mut self, _: StreamEvent) {}
+}
+
+/// A TLS session whose handshake is done, with the server that finished it.
+struct TlsPair {
+    client: TlsSession,
+    server: ServerConnection,
+}
+
+impl TlsPair {
+    fn handshake(pki: &TestPki) -> Result<Self, String> {
+        let config = tls_config_with_roots(pki.root_store());
+        let mut client = TlsSession::new(config, "localhost").map_err(|e| e.to_string())?;
+        let mut server = ServerConnection::new(pki.server_config()).map_err(|e| e.to_string())?;
+        // `encrypt` writes a whole scenario before the client reads any of it.
+        server.set_buffer_limit(None);
+        let mut nothing = Count::default();
+        while client.is_handshaking() {
+            let mut to_server = Vec::new();
+            while let Some(c) = client.poll_transmit() {
+                to_server.extend_from_slice(&c);
+            }
+            server_take(&mut server, &to_server)?;
+            let to_client = server_output(&mut server);
+            feed_ciphertext(&mut client, None, &to_client, &mut nothing);
+        }
+        Ok(Self { client, server })
+    }
+
+    /// The client's pending output through the server: the plaintext it carried.
+    fn client_to_server(&mut self, plaintext: &[u8]) -> Result<Vec<u8>, String> {
+        self.client.write_plaintext(plaintext);
+        let mut to_server = Vec::new();
+        while let Some(c) = self.client.poll_transmit() {
+            to_server.extend_from_slice(&c);
+        }
+        server_take(&mut self.server, &to_server)?;
+        let mut received = Vec::new();
+        let _ = self.server.reader().read_to_end(&mut received);
+        Ok(received)
+    }
+
+    /// `wire` encrypted by the server, `record` plaintext bytes per write.
+    fn encrypt(&mut self, wire: &[u8], record: usize) -> Vec<u8> {
+        let mut ciphertext = Vec::new();
+        for piece in wire.chunks(record.max(1)) {
+            self.server
+                .writer()
+                .write_all(piece)
+                .expect("the server's buffer limit is lifted");
+            ciphertext.extend_from_slice(&server_output(&mut self.server));
+        }
+        ciphertext
+    }
+}
+
+fn server_take(server: &mut ServerConnection, mut ciphertext: &[u8]) -> Result<(), String> {
+    while !ciphertext.is_empty() {
+        server
+            .read_tls(&mut ciphertext)
+            .map_err(|e| e.to_string())?;
+        server.process_new_packets().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn server_output(server: &mut ServerConnection) -> Vec<u8> {
+    let mut out = Vec::new();
+    while server.wants_write() {
+        server.write_tls(&mut out).expect("writing to a Vec");
+    }
+    out
+}
+
+/// Ciphertext into the session in pieces of its read size; plaintext into `stream` (lent to
+/// `count`, or counted from the events it queued), or nowhere while `stream` is `None`.
+fn feed_ciphertext(
+    tls: &mut TlsSession,
+    mut stream: Option<&mut Stream>,
+    ciphertext: &[u8],
+    count: &mut Count,
+) {
+    let now = Instant::now();
+    let mut fed = 0;
+    while fed < ciphertext.len() {
+        let buf = tls.read_buf();
+        let n = buf.len().min(ciphertext.len() - fed);
+        buf[..n].copy_from_slice(&ciphertext[fed..fed + n]);
+        fed += n;
+        let Some(s) = stream.as_deref_mut() else {
+            tls.handle_read(n, &mut feedwire_core::HandshakeOnly)
+                .expect("the in-memory server sends valid TLS");
+            continue;
+        };
+        let input = &mut LendingInput {
+            stream: s,
+            now,
+            handler: Some(count),
+        };
+        tls.handle_read(n, input)
+            .expect("the in-memory server sends valid TLS");
+        // Messages queued behind an event (the connection's first) come out here, as an
+        // adapter collects them after each read.
+        while let Some(e) = s.poll_event() {
+            count.deliver(e);
+        }
+    }
+}
+
+/// The scenario through TLS: a fresh handshake and stream, the ciphertext made untimed, then
+/// the timed feed. (messages, payload bytes, elapsed ns).
+fn run_tls(
+    pki: &TestPki,
+    scenario: Scenario,
+    wire: &[u8],
+    record: usize,
+) -> Result<(usize, usize, u128), String> {
+    let now = Instant::now();
+    let mut pair = TlsPair::handshake(pki)?;
+    let mut s = open_stream_over_tls(scenario, &mut pair, now)?;
+    let ciphertext = pair.encrypt(wire, record);
+    let mut count = Count::default();
+    let started = Instant::now();
+    feed_ciphertext(&mut pair.client, Some(&mut s), &ciphertext, &mut count);
+    let elapsed = started.elapsed().as_nanos();
+    Ok((count.messages, count.payload_bytes, elapsed))
+}
+
+/// [`open_stream`] with its opening exchange through `pair`.
+fn open_stream_over_tls(
+    scenario: Scenario,
+    pair: &mut TlsPair,
+    now: Instant,
+) -> Result<Stream, String> {
+    let mut s = new_stream(scenario, now);
+    let mut request = Vec::new();
+    while let Some(c) = s.poll_transmit() {
+        request.extend_from_slice(&c);
+    }
+    let request = pair.client_to_server(&request)?;
+    let answer = opening_answer(scenario, &request);
+    let ciphertext = pair.encrypt(&answer, 16 * 1024);
+    let mut input = StreamInput {
+        stream: &mut s,
+        now,
+    };
+    let mut rest = &ciphertext[..];
+    while !rest.is_empty() {
+        let buf = pair.client.read_buf();
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        rest = &rest[n..];
+        pair.client
+            .handle_read(n, &mut input)
+            .map_err(|e| e.to_string())?;
+    }
+    while s.poll_event().is_some() {}
+    Ok(s)
+}
+
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let name = args
         .next()
-        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R] [--lend | --nexus | --limit]")?;
+        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R] [--lend | --nexus | --limit] [--tls [--record N]]")?;
     let scenario = Scenario::from_name(&name).ok_or_else(|| format!("unknown scenario {name}"))?;
     let (mut count, mut repeat) = (scenario.default_count(), 5);
-    let (mut lend, mut nexus, mut limit) = (false, false, false);
+    let (mut lend, mut nexus, mut limit, mut tls) = (false, false, false, false);
+    let mut record = 16 * 1024;
     while let Some(flag) = args.next() {
         match flag.as_str() {
             "--lend" => lend = true,
@@ -173,9 +360,10 @@ fn main() -> Result<(), String> {
             "--nexus" => return Err("--nexus: WebSocket scenarios only".to_owned()),
             "--limit" if scenario.is_lines() => limit = true,
             "--limit" => return Err("--limit: lines scenarios only".to_owned()),
+            "--tls" => tls = true,
             _ => {}
         }
-        if matches!(flag.as_str(), "--lend" | "--nexus" | "--limit") {
+        if matches!(flag.as_str(), "--lend" | "--nexus" | "--limit" | "--tls") {
             continue;
         }
         let value: usize = args
@@ -185,23 +373,34 @@ fn main() -> Result<(), String> {
         match flag.as_str() {
             "--count" => count = value,
             "--repeat" => repeat = value.max(1),
+            "--record" => record = value.max(1),
             other => return Err(format!("unknown flag {other}")),
         }
     }
     let bytes = wire_bytes(scenario, count);
+    let pki = if tls {
+        Some(TestPki::generate().map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
     let mut best = f64::MAX;
     for _ in 0..repeat {
-        let now = Instant::now();
-        let mut s = open_stream(scenario, now);
-        let started = Instant::now();
-        let (messages, payload_bytes) = if nexus {
-            feed_nexus(&bytes)?
-        } else if limit {
-            feed_limit_lines(&bytes)
+        let (messages, payload_bytes, elapsed) = if let Some(pki) = pki.as_ref() {
+            run_tls(pki, scenario, &bytes, record)?
         } else {
-            feed(&mut s, &bytes, now, lend)
+            let now = Instant::now();
+            let mut s = open_stream(scenario, now);
+            let started = Instant::now();
+            let (messages, payload_bytes) = if nexus {
+                feed_nexus(&bytes)?
+            } else if limit {
+                feed_limit_lines(&bytes)
+            } else {
+                feed(&mut s, &bytes, now, lend)
+            };
+            (messages, payload_bytes, started.elapsed().as_nanos())
         };
-        let ns = started.elapsed().as_nanos() as f64 / messages.max(1) as f64;
+        let ns = elapsed as f64 / messages.max(1) as f64;
         if messages != count {
             return Err(format!("{messages} of {count} messages came out"));
         }

@@ -48,6 +48,12 @@ impl TestPki {
         })
     }
 
+    /// The server side: the certificate for 127.0.0.1 and localhost, for a rustls
+    /// `ServerConnection` driven in memory (benchmarks and tests without sockets).
+    pub fn server_config(&self) -> Arc<ServerConfig> {
+        self.server.clone()
+    }
+
     /// A root store holding only this CA.
     pub fn root_store(&self) -> RootCertStore {
         let mut roots = RootCertStore::empty();
