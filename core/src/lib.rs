@@ -57,7 +57,7 @@ pub use stream::{
 };
 pub use tls::{
     default_tls_config, mozilla_roots, tls_config_with_roots, HandshakeOnly, LendingInput,
-    PlaintextSink, StreamInput, TlsError, TlsFailure, TlsSession,
+    PlaintextSink, StreamInput, TlsError, TlsFailure, TlsSession, HELD_PLAINTEXT_LIMIT,
 };
 pub use write_queue::WriteQueue;
 pub use ws::{

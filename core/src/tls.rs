@@ -1,20 +1,41 @@
-//! TLS for both transports, sans-IO: rustls's `ClientConnection` between the socket's bytes
+//! TLS for both transports, sans-IO: rustls's unbuffered client between the socket's bytes
 //! and an engine's plaintext read buffer. The transport reads ciphertext into
-//! [`TlsSession::read_buf`], reports it with [`TlsSession::handle_read`] (which moves every
-//! decrypted byte into the engine at once), encrypts the engine's output with
-//! [`TlsSession::write_plaintext`] and writes [`TlsSession::poll_transmit`] to the socket.
-//! Certificate verification is always on; a certificate that does not verify is a typed
-//! error, never a fallback.
+//! [`TlsSession::read_buf`], reports it with [`TlsSession::handle_read`] (which decrypts
+//! every complete record and moves the plaintext into the engine at once), encrypts the
+//! engine's output with [`TlsSession::write_plaintext`] and writes
+//! [`TlsSession::poll_transmit`] to the socket. Certificate verification is always on; a
+//! certificate that does not verify is a typed error, never a fallback.
+//!
+//! Why the unbuffered API: rustls's buffered `ClientConnection` copies each received byte
+//! into its own deframing buffer (4 KiB at a time) and shifts the unprocessed rest to the
+//! front after every record. Here records are decrypted in place in the session's own
+//! ciphertext buffer, and only a trailing partial record moves, once per read.
 
-use std::io::{self, Read, Write};
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
+use rustls::client::UnbufferedClientConnection;
 use rustls::pki_types::ServerName;
-use rustls::{ClientConfig, ClientConnection, RootCertStore};
+use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
+use rustls::{ClientConfig, RootCertStore};
 
-/// Ciphertext bytes taken per socket read (one TLS record is at most ~16.7 KiB).
+/// Ciphertext bytes offered per socket read, at least (one TLS record is at most ~16.7 KiB).
 const CIPHERTEXT_READ: usize = 64 * 1024;
+
+/// The largest TLS record on the wire, bytes: a 5-byte header and up to 2^14 + 2048 bytes
+/// of ciphertext (TLS 1.2's limit, RFC 5246 §6.2.3; TLS 1.3's is lower).
+const MAX_RECORD: usize = 5 + (1 << 14) + 2048;
+
+/// The ciphertext buffer's size, bytes, at most. Unprocessed ciphertext is at most one
+/// partial record, or during a handshake a handshake message rustls is joining across
+/// records (rustls refuses one over 64 KiB) and a partial record after it; reads still get
+/// [`CIPHERTEXT_READ`] bytes of room.
+const INCOMING_LIMIT: usize = CIPHERTEXT_READ + 0x1_0000 + 2 * MAX_RECORD;
+
+/// Plaintext held for a sink that does not take input yet (a stream not yet told it is
+/// connected), bytes, at most. Data a server sends right after the handshake is well
+/// below this; more is an error rather than memory without bound.
+pub const HELD_PLAINTEXT_LIMIT: usize = 256 * 1024;
 
 /// A TLS failure.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -29,6 +50,10 @@ pub enum TlsError {
     /// The peer closed TCP without a TLS close_notify (truncation is possible).
     #[error("TLS connection closed without close_notify")]
     UnexpectedEof,
+    /// More than [`HELD_PLAINTEXT_LIMIT`] bytes of plaintext arrived while the sink took
+    /// none.
+    #[error("more than {HELD_PLAINTEXT_LIMIT} bytes of TLS plaintext arrived before the stream took any")]
+    PlaintextNotTaken,
 }
 
 impl TlsError {
@@ -64,36 +89,54 @@ pub trait PlaintextSink {
     fn read_buf(&mut self) -> &mut [u8];
     /// `n` bytes were written at the start of `read_buf`.
     fn handle_read(&mut self, n: usize);
-    /// Whether the engine still takes input (a closed stream takes none).
+    /// Whether the engine takes input now (a closed stream takes none, nor does one not yet
+    /// told it is connected).
     fn accepts_input(&self) -> bool {
         true
     }
 
     /// Feeds bytes the caller already holds, in pieces no larger than one read, as a
-    /// transport would; stops when the engine takes no more input.
-    fn feed(&mut self, mut data: &[u8]) {
-        while !data.is_empty() && self.accepts_input() {
+    /// transport would; stops when the engine takes no more input. Returns the bytes taken.
+    fn feed(&mut self, data: &[u8]) -> usize {
+        let mut taken = 0;
+        while taken < data.len() && self.accepts_input() {
             let dst = self.read_buf();
-            let n = dst.len().min(data.len());
+            let n = dst.len().min(data.len() - taken);
             if n == 0 {
-                return;
+                break;
             }
-            dst[..n].copy_from_slice(&data[..n]);
+            dst[..n].copy_from_slice(&data[taken..taken + n]);
             self.handle_read(n);
-            data = &data[n..];
+            taken += n;
         }
+        taken
     }
 }
 
 /// A client TLS session over a transport the caller owns.
-#[derive(Debug)]
 pub struct TlsSession {
-    conn: ClientConnection,
-    /// INVARIANT: `inbox.len() == CIPHERTEXT_READ`, zeroed once.
-    inbox: Vec<u8>,
+    conn: UnbufferedClientConnection,
+    /// Ciphertext read and not yet processed is `incoming[start..end]`: after
+    /// [`handle_read`](Self::handle_read), at most one partial record (or, during the
+    /// handshake, a handshake message rustls is joining across records).
+    /// INVARIANT: `start <= end <= incoming.len()`; `CIPHERTEXT_READ + MAX_RECORD <=
+    /// incoming.len() <= INCOMING_LIMIT`, zeroed once.
+    incoming: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Plaintext decrypted while the sink took no input, delivered before anything newer.
+    held: BytesMut,
+    /// Plaintext to encrypt once rustls allows application data (written during the
+    /// handshake).
+    unsent: BytesMut,
+    /// A close_notify was asked for and not yet encrypted.
+    close_wanted: bool,
+    /// Ciphertext ready for the socket.
     outbox: BytesMut,
     /// The peer sent close_notify.
     closed_by_peer: bool,
+    /// An error that happened while encrypting, reported by the next `handle_*` call.
+    failed: Option<TlsError>,
 }
 
 /// A client configuration trusting the Mozilla root store (webpki-roots), TLS 1.2 and 1.3,
@@ -124,17 +167,21 @@ impl TlsSession {
     pub fn new(config: Arc<ClientConfig>, host: &str) -> Result<Self, TlsError> {
         let name = ServerName::try_from(host.to_owned())
             .map_err(|_| TlsError::InvalidServerName(host.to_owned()))?;
-        let mut conn = ClientConnection::new(config, name)?;
-        // The engine's transmit queue is what bounds outgoing memory (the transport drains
-        // it only as fast as the socket takes bytes); rustls's own 64 KiB cap would make a
-        // large message fail half-written.
-        conn.set_buffer_limit(None);
-        Ok(Self {
+        let conn = UnbufferedClientConnection::new(config, name)?;
+        let mut session = Self {
             conn,
-            inbox: vec![0; CIPHERTEXT_READ],
+            incoming: vec![0; CIPHERTEXT_READ + MAX_RECORD],
+            start: 0,
+            end: 0,
+            held: BytesMut::new(),
+            unsent: BytesMut::new(),
+            close_wanted: false,
             outbox: BytesMut::new(),
             closed_by_peer: false,
-        })
+            failed: None,
+        };
+        session.process(&mut HandshakeOnly)?;
+        Ok(session)
     }
 
     /// Whether the handshake is still in progress (no application data yet).
@@ -147,45 +194,47 @@ impl TlsSession {
         self.closed_by_peer
     }
 
-    /// Space for the next ciphertext read.
+    /// Space for the next ciphertext read: at least 64 KiB.
     pub fn read_buf(&mut self) -> &mut [u8] {
-        &mut self.inbox
-    }
-
-    /// `n` ciphertext bytes arrived in [`read_buf`](Self::read_buf): decrypts them and moves
-    /// all plaintext into `sink` before returning (rustls buffers only a bounded amount).
-    pub fn handle_read(&mut self, n: usize, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
-        let mut offset = 0;
-        while offset < n {
-            let mut input = &self.inbox[offset..n];
-            let taken = self
-                .conn
-                .read_tls(&mut input)
-                .map_err(|e| rustls::Error::General(e.to_string()))?;
-            offset += taken;
-            self.conn.process_new_packets()?;
-            self.deliver(sink)?;
-            if taken == 0 {
-                break;
-            }
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.incoming.len() - self.end < CIPHERTEXT_READ {
+            // A partial record (at most ~16.7 KiB) moves once per read, not once per record.
+            self.incoming.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
         }
-        Ok(())
+        if self.incoming.len() - self.end < CIPHERTEXT_READ {
+            // Only a handshake message joined across records stays this long: grow once.
+            self.incoming.resize(INCOMING_LIMIT, 0);
+        }
+        &mut self.incoming[self.end..]
     }
 
-    /// Moves plaintext that rustls already decrypted into `sink`: call it when a sink starts
-    /// accepting input (e.g. right after the stream learns it is connected), so that data
-    /// that arrived with the last handshake records is not left waiting for the next read.
+    /// `n` ciphertext bytes arrived in [`read_buf`](Self::read_buf): decrypts every complete
+    /// record and moves the plaintext into `sink` before returning. Plaintext a sink does
+    /// not take (it is not connected yet, or closed) is held for
+    /// [`flush_plaintext`](Self::flush_plaintext).
+    pub fn handle_read(&mut self, n: usize, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
+        debug_assert!(self.end + n <= self.incoming.len());
+        self.end = (self.end + n).min(self.incoming.len());
+        self.process(sink)
+    }
+
+    /// Moves plaintext that arrived while the sink took no input into `sink`: call it when a
+    /// sink starts accepting input (e.g. right after the stream learns it is connected), so
+    /// that data that arrived with the last handshake records is not left waiting for the
+    /// next read.
     pub fn flush_plaintext(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
-        self.deliver(sink)
+        self.release_held(sink);
+        self.process(sink)
     }
 
     /// The transport reached end of stream. Without a prior close_notify this is an error:
     /// the last bytes may have been cut off.
     pub fn handle_eof(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
-        let mut nothing: &[u8] = &[];
-        let _ = self.conn.read_tls(&mut nothing);
-        self.conn.process_new_packets()?;
-        self.deliver(sink)?;
+        self.flush_plaintext(sink)?;
         if self.closed_by_peer {
             Ok(())
         } else {
@@ -193,28 +242,22 @@ impl TlsSession {
         }
     }
 
-    /// Encrypts `data` for sending.
+    /// Encrypts `data` for sending (once the handshake allows application data; until then
+    /// it waits, in order).
     pub fn write_plaintext(&mut self, data: &[u8]) {
-        self.conn
-            .writer()
-            .write_all(data)
-            .expect("the buffer limit is lifted in `new`, so rustls takes every byte");
+        self.unsent.extend_from_slice(data);
+        self.drive_output();
     }
 
-    /// Queues a close_notify alert.
+    /// Queues a close_notify alert, after any plaintext written before it.
     pub fn send_close_notify(&mut self) {
-        self.conn.send_close_notify();
+        self.close_wanted = true;
+        self.drive_output();
     }
 
     /// The next ciphertext to write to the socket.
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Bytes> {
-        while self.conn.wants_write() {
-            let mut w = (&mut self.outbox).writer();
-            if self.conn.write_tls(&mut w).is_err() {
-                break;
-            }
-        }
         if self.outbox.is_empty() {
             None
         } else {
@@ -222,23 +265,189 @@ impl TlsSession {
         }
     }
 
-    fn deliver(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
-        while sink.accepts_input() {
-            let buf = sink.read_buf();
-            match self.conn.reader().read(buf) {
-                Ok(0) => {
-                    self.closed_by_peer = true;
-                    return Ok(());
-                }
-                Ok(n) => sink.handle_read(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                    return Err(TlsError::UnexpectedEof)
-                }
-                Err(e) => return Err(rustls::Error::General(e.to_string()).into()),
+    /// Runs rustls without new input, so that written plaintext and a close_notify get
+    /// encrypted; a failure is kept for the next `handle_*` call.
+    fn drive_output(&mut self) {
+        if self.failed.is_none() {
+            if let Err(e) = self.process(&mut HandshakeOnly) {
+                self.failed = Some(e);
             }
         }
-        Ok(())
+    }
+
+    /// Gives `sink` what was held for it, in order.
+    fn release_held(&mut self, sink: &mut impl PlaintextSink) {
+        let taken = sink.feed(&self.held);
+        self.held.advance(taken);
+    }
+
+    /// Drives rustls over the unprocessed ciphertext until it needs more input: plaintext to
+    /// `sink` (or held), handshake records and encrypted writes to the outbox.
+    fn process(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
+        if let Some(e) = self.failed.clone() {
+            return Err(e);
+        }
+        loop {
+            let UnbufferedStatus { mut discard, state } = self
+                .conn
+                .process_tls_records(&mut self.incoming[self.start..self.end]);
+            let state = match state {
+                Ok(state) => state,
+                Err(e) => {
+                    self.start += discard;
+                    return Err(e.into());
+                }
+            };
+            let mut done = false;
+            match state {
+                ConnectionState::ReadTraffic(mut traffic) => {
+                    while let Some(record) = traffic.next_record() {
+                        let record = record?;
+                        discard += record.discard;
+                        if let Err(e) = deliver(sink, &mut self.held, record.payload) {
+                            self.start += discard;
+                            return Err(e);
+                        }
+                    }
+                }
+                ConnectionState::EncodeTlsData(mut encode) => {
+                    let mut need = MAX_RECORD;
+                    loop {
+                        let at = self.outbox.len();
+                        self.outbox.resize(at + need, 0);
+                        match encode.encode(&mut self.outbox[at..]) {
+                            Ok(written) => {
+                                self.outbox.truncate(at + written);
+                                break;
+                            }
+                            Err(EncodeError::InsufficientSize(s)) => {
+                                self.outbox.truncate(at);
+                                need = s.required_size;
+                            }
+                            Err(EncodeError::AlreadyEncoded) => {
+                                self.outbox.truncate(at);
+                                break;
+                            }
+                        }
+                    }
+                }
+                ConnectionState::TransmitTlsData(mut transmit) => {
+                    // The outbox keeps everything encoded, in order, until the transport
+                    // takes it: for rustls it is sent.
+                    if let Some(mut traffic) = transmit.may_encrypt_app_data() {
+                        encrypt_unsent(&mut traffic, &mut self.unsent, &mut self.outbox)?;
+                    }
+                    transmit.done();
+                }
+                ConnectionState::WriteTraffic(mut traffic) => {
+                    encrypt_unsent(&mut traffic, &mut self.unsent, &mut self.outbox)?;
+                    if self.close_wanted {
+                        self.close_wanted = false;
+                        let at = self.outbox.len();
+                        self.outbox.resize(at + MAX_RECORD, 0);
+                        let written = traffic
+                            .queue_close_notify(&mut self.outbox[at..])
+                            .map_err(encrypt_error)?;
+                        self.outbox.truncate(at + written);
+                    }
+                    done = true;
+                }
+                ConnectionState::PeerClosed => self.closed_by_peer = true,
+                ConnectionState::Closed => {
+                    self.closed_by_peer = true;
+                    done = true;
+                }
+                // BlockedHandshake: more ciphertext is needed. Early data is a server's.
+                _ => done = true,
+            }
+            self.start += discard;
+            if self.closed_by_peer {
+                // rustls reads nothing after close_notify; what follows is dropped so that
+                // the buffer never fills with bytes nobody will process.
+                self.start = self.end;
+            }
+            if done {
+                return Ok(());
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for TlsSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSession")
+            .field("handshaking", &self.conn.is_handshaking())
+            .field("unprocessed", &(self.end - self.start))
+            .field("held", &self.held.len())
+            .field("unsent", &self.unsent.len())
+            .field("outbox", &self.outbox.len())
+            .field("closed_by_peer", &self.closed_by_peer)
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A decrypted record's `payload` to `sink` after anything `held` before it; what the sink
+/// does not take is held.
+fn deliver(
+    sink: &mut impl PlaintextSink,
+    held: &mut BytesMut,
+    payload: &[u8],
+) -> Result<(), TlsError> {
+    let mut rest = payload;
+    if !held.is_empty() {
+        let taken = sink.feed(held);
+        held.advance(taken);
+    }
+    if held.is_empty() {
+        rest = &rest[sink.feed(rest)..];
+    }
+    if held.len() + rest.len() > HELD_PLAINTEXT_LIMIT {
+        return Err(TlsError::PlaintextNotTaken);
+    }
+    held.extend_from_slice(rest);
+    Ok(())
+}
+
+/// Encrypts everything in `unsent` into `outbox` (in records of up to 16 KiB).
+fn encrypt_unsent<D>(
+    traffic: &mut rustls::unbuffered::WriteTraffic<'_, D>,
+    unsent: &mut BytesMut,
+    outbox: &mut BytesMut,
+) -> Result<(), TlsError> {
+    if unsent.is_empty() {
+        return Ok(());
+    }
+    // A record adds a header, the AEAD tag and the content type: 64 bytes covers any
+    // suite; a key update rustls sends with the data is covered by the retry.
+    let mut need = unsent.len() + (unsent.len() / (1 << 14) + 1) * 64;
+    loop {
+        let at = outbox.len();
+        outbox.resize(at + need, 0);
+        match traffic.encrypt(unsent, &mut outbox[at..]) {
+            Ok(written) => {
+                outbox.truncate(at + written);
+                unsent.clear();
+                return Ok(());
+            }
+            Err(EncryptError::InsufficientSize(s)) => {
+                outbox.truncate(at);
+                need = s.required_size;
+            }
+            Err(e) => {
+                outbox.truncate(at);
+                return Err(encrypt_error(e));
+            }
+        }
+    }
+}
+
+fn encrypt_error(e: EncryptError) -> TlsError {
+    match e {
+        EncryptError::EncryptExhausted => TlsError::Rustls(rustls::Error::EncryptError),
+        // Callers size the buffer from rustls's own answer; keep its words if it still
+        // disagrees.
+        other => TlsError::Rustls(rustls::Error::General(other.to_string())),
     }
 }
 

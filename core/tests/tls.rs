@@ -1,5 +1,6 @@
 //! The shared TLS layer against an in-memory rustls server with a CA generated at test
-//! time: handshake, WebSocket over TLS, certificate failures, truncation.
+//! time: handshake, WebSocket over TLS, certificate failures, truncation, plaintext held
+//! until a stream accepts it, any split of the ciphertext.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -272,4 +273,198 @@ fn betfair_stream_over_tls_through_stream_input() {
         events.contains(&StreamEvent::Opened { reconnected: false }),
         "{events:?}"
     );
+}
+
+/// Collects plaintext; takes input only while `accepting`.
+#[derive(Default)]
+struct Collect {
+    accepting: bool,
+    bytes: Vec<u8>,
+    space: Vec<u8>,
+}
+
+impl PlaintextSink for Collect {
+    fn read_buf(&mut self) -> &mut [u8] {
+        // A small, odd read size: records are handed over in many pieces.
+        self.space.resize(1000, 0);
+        &mut self.space
+    }
+
+    fn handle_read(&mut self, n: usize) {
+        self.bytes.extend_from_slice(&self.space[..n]);
+    }
+
+    fn accepts_input(&self) -> bool {
+        self.accepting
+    }
+}
+
+/// A finished handshake between a session and an in-memory server.
+fn connected() -> (TlsSession, ServerConnection) {
+    let (roots, server_config) = test_pki(&["localhost"]);
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
+    let mut server = ServerConnection::new(server_config).unwrap();
+    server.set_buffer_limit(None);
+    pump(&mut tls, &mut server, &mut Collect::default()).unwrap();
+    assert!(!tls.is_handshaking());
+    (tls, server)
+}
+
+/// What the server has to send, as ciphertext.
+fn server_output(server: &mut ServerConnection) -> Vec<u8> {
+    let mut out = Vec::new();
+    while server.wants_write() {
+        server.write_tls(&mut out).unwrap();
+    }
+    out
+}
+
+/// A deterministic text of `len` bytes.
+fn text(len: usize) -> Vec<u8> {
+    (0..len).map(|i| b'a' + (i % 23) as u8).collect()
+}
+
+#[test]
+fn plaintext_that_arrives_before_the_stream_accepts_waits_for_flush() {
+    let (mut tls, mut server) = connected();
+    let early = text(40_000);
+    server.writer().write_all(&early).unwrap();
+    let mut sink = Collect::default();
+    deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
+    assert!(sink.bytes.is_empty());
+    sink.accepting = true;
+    tls.flush_plaintext(&mut sink).unwrap();
+    assert_eq!(sink.bytes, early);
+    // Later data follows it, in order.
+    server.writer().write_all(b"next").unwrap();
+    deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
+    assert_eq!(&sink.bytes[early.len()..], b"next");
+}
+
+#[test]
+fn plaintext_nobody_takes_is_bounded() {
+    let (mut tls, mut server) = connected();
+    server
+        .writer()
+        .write_all(&text(feedwire_core::HELD_PLAINTEXT_LIMIT + 1))
+        .unwrap();
+    let outcome = deliver(
+        &mut tls,
+        &server_output(&mut server),
+        &mut Collect::default(),
+    );
+    assert_eq!(outcome, Err(TlsError::PlaintextNotTaken));
+}
+
+#[test]
+fn writes_during_the_handshake_go_out_after_it_in_order() {
+    let (roots, server_config) = test_pki(&["localhost"]);
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
+    let mut server = ServerConnection::new(server_config).unwrap();
+    tls.write_plaintext(b"first ");
+    tls.write_plaintext(b"second");
+    let received = pump(&mut tls, &mut server, &mut Collect::default()).unwrap();
+    assert!(!tls.is_handshaking());
+    assert_eq!(received, b"first second");
+    tls.write_plaintext(b" third");
+    tls.send_close_notify();
+    let received = pump(&mut tls, &mut server, &mut Collect::default()).unwrap();
+    assert_eq!(received, b" third");
+    let mut rest = Vec::new();
+    // close_notify reached the server after the data: its reader reports a clean end.
+    assert_eq!(server.reader().read_to_end(&mut rest).unwrap(), 0);
+}
+
+#[test]
+fn bytes_after_close_notify_are_dropped_and_reading_goes_on() {
+    let (mut tls, mut server) = connected();
+    server.writer().write_all(b"last words").unwrap();
+    server.send_close_notify();
+    let mut sink = Collect {
+        accepting: true,
+        ..Collect::default()
+    };
+    deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
+    assert_eq!(sink.bytes, b"last words");
+    assert!(tls.is_closed_by_peer());
+    // Whatever follows is never processed, and never fills the buffer: every read still
+    // gets room (a read of 0 bytes would look like end of stream).
+    for _ in 0..10 {
+        let buf = tls.read_buf();
+        assert!(
+            (64 * 1024..256 * 1024).contains(&buf.len()),
+            "{}",
+            buf.len()
+        );
+        let n = buf.len();
+        buf.fill(0x17);
+        tls.handle_read(n, &mut sink).unwrap();
+    }
+    assert_eq!(sink.bytes, b"last words");
+    assert_eq!(tls.handle_eof(&mut sink), Ok(()));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Any split of the ciphertext into reads yields the same plaintext.
+    #[test]
+    fn any_split_of_the_ciphertext_yields_the_same_plaintext(
+        cuts in proptest::collection::vec(1usize..40_000, 1..40),
+        record in 1usize..20_000,
+    ) {
+        let (mut tls, mut server) = connected();
+        let sent = text(150_000);
+        let mut ciphertext = Vec::new();
+        for piece in sent.chunks(record) {
+            server.writer().write_all(piece).unwrap();
+            ciphertext.extend_from_slice(&server_output(&mut server));
+        }
+        let mut sink = Collect { accepting: true, ..Collect::default() };
+        let mut rest = &ciphertext[..];
+        for cut in cuts.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let buf = tls.read_buf();
+            let n = buf.len().min(*cut).min(rest.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            tls.handle_read(n, &mut sink).unwrap();
+            rest = &rest[n..];
+        }
+        proptest::prop_assert!(sink.bytes == sent);
+    }
+}
+
+#[test]
+fn a_certificate_larger_than_a_record_verifies_in_small_reads() {
+    // ~42 KB of names: the Certificate message spans three records, which rustls joins in
+    // the session's buffer before it can verify anything; 1000-byte reads make the buffer
+    // grow past its normal size while it waits.
+    let names: Vec<String> = (0..1500)
+        .map(|i| format!("feed-{i}.stream.example"))
+        .chain(["localhost".to_owned()])
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (roots, server_config) = test_pki(&names);
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
+    let mut server = ServerConnection::new(server_config).unwrap();
+    let mut sink = Collect::default();
+    for _ in 0..10 {
+        while let Some(c) = tls.poll_transmit() {
+            let mut input = &c[..];
+            while !input.is_empty() {
+                server.read_tls(&mut input).unwrap();
+                server.process_new_packets().unwrap();
+            }
+        }
+        for piece in server_output(&mut server).chunks(1000) {
+            tls.read_buf()[..piece.len()].copy_from_slice(piece);
+            tls.handle_read(piece.len(), &mut sink).unwrap();
+        }
+        if !tls.is_handshaking() {
+            return;
+        }
+    }
+    panic!("the handshake did not finish");
 }
