@@ -1,5 +1,5 @@
 //! `cargo run --release -p feedwire-bench -- [--quick] [--json PATH] [--markdown PATH]
-//! [--runs N] [--scenario NAME]… [--client NAME]… [--no-latency] [--no-memory] [--pin]`
+//! [--runs N] [--scenario NAME]… [--client NAME]… [--no-latency] [--no-memory] [--pin] [--tls]`
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -46,6 +46,7 @@ fn main() -> ExitCode {
                 "--no-latency" => options.latency_rates.clear(),
                 "--no-memory" => options.memory = false,
                 "--pin" => options.pin = true,
+                "--tls" => options.tls = true,
                 "--help" | "-h" => {
                     println!(
                         "{}",
@@ -112,8 +113,18 @@ fn main() -> ExitCode {
              (BENCHMARKS-pinned.md).\n"
                 .to_owned()
         };
+        let transport = if options.tls {
+            "Over TLS (`--tls`): the replay server encrypts with rustls (TLS 1.3, AES-GCM, its \
+             test CA) and every client verifies it with the same rustls configuration. feedwire \
+             uses its core's TLS layer (rustls's unbuffered API); the peers take a tokio-rustls \
+             stream, nexus-web rustls's blocking `StreamOwned`, and the limit reads through \
+             `StreamOwned` too — what reading costs with TLS set up as rustls documents it and \
+             no other library. Latency and memory, when measured, are over plain TCP.\n\n"
+        } else {
+            ""
+        };
         let doc = format!(
-            "# Benchmarks\n\nMachine: {}.\n\nCommand: `cargo run --release -p feedwire-bench -- {}`\n\n\
+            "# Benchmarks\n\nMachine: {}.\n\nCommand: `cargo run --release -p feedwire-bench -- {}`\n\n{transport}\
              Client CPU per message is user + system time of the benchmark process (the replay \
              server runs in a child process), from the first message to the last. Ratios compare \
              medians measured side by side in this one run.\n\n{regime}\n\

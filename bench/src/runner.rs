@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use feedwire_core::tls_config_with_roots;
 use feedwire_replay::{measure, ChildServer, Mode, ReplayConfig, Scenario};
 
 use crate::clients::{Client, Target, ALL};
@@ -29,6 +30,9 @@ pub struct BenchOptions {
     /// a client mostly keeps up (short reads); pinned, the server outruns every client and
     /// each read comes back full: the regime of a consumer behind its feed on its own core.
     pub pin: bool,
+    /// Every scenario over TLS (`wss://`, `tls://`), the replay server's test CA trusted.
+    /// Throughput only: latency and memory are measured over plain TCP.
+    pub tls: bool,
 }
 
 impl BenchOptions {
@@ -52,6 +56,7 @@ impl BenchOptions {
             latency_secs: 3,
             memory: true,
             pin: false,
+            tls: false,
         }
     }
 
@@ -198,19 +203,31 @@ fn server_cpu(options: &BenchOptions) -> Option<usize> {
     options.pin.then_some(CLIENT_CPU + 1)
 }
 
-/// A firehose replay server in a child process, and the messages each run receives.
-fn firehose(options: &BenchOptions, scenario: Scenario) -> Result<(ChildServer, usize), String> {
+/// A firehose replay server in a child process, where clients connect to it, and the
+/// messages each run receives.
+fn firehose(
+    options: &BenchOptions,
+    scenario: Scenario,
+) -> Result<(ChildServer, Target, usize), String> {
     let count = (scenario.default_count() / options.count_divisor.max(1)).max(100);
     let server = ChildServer::spawn_on_cpu(
         &ReplayConfig {
             count: Some(count),
             hold_open: true,
+            tls: options.tls,
             ..ReplayConfig::new(scenario)
         },
         server_cpu(options),
     )
     .map_err(|e| format!("replay server: {e}"))?;
-    Ok((server, count))
+    let mut target = Target::from_url(server.url());
+    if options.tls {
+        let roots = server
+            .root_store()
+            .ok_or("the TLS replay server sent no CA")?;
+        target = target.with_tls(tls_config_with_roots(roots));
+    }
+    Ok((server, target, count))
 }
 
 /// Throughput and CPU for one scenario; `progress` hears of each finished run.
@@ -219,8 +236,7 @@ pub fn run_scenario(
     scenario: Scenario,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<Row>, String> {
-    let (server, count) = firehose(options, scenario)?;
-    let target = Target::from_url(server.url());
+    let (_server, target, count) = firehose(options, scenario)?;
     let clients: Vec<&Client> = options
         .selected()
         .into_iter()
@@ -394,7 +410,12 @@ pub fn run_memory(
     options: &BenchOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<MemoryRow>, String> {
-    let (server, count) = firehose(options, Scenario::HugeTickerArr)?;
+    // Over plain TCP even under --tls: the child process gets only the URL.
+    let plain = BenchOptions {
+        tls: false,
+        ..options.clone()
+    };
+    let (server, _, count) = firehose(&plain, Scenario::HugeTickerArr)?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
     for client in options.selected().into_iter().filter(|c| c.websocket) {

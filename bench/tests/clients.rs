@@ -1,22 +1,52 @@
 //! Every benchmark client receives exactly what the replay server sends, WebSocket and lines,
-//! throughput and latency runs (the server in-process here).
+//! plain and TLS, throughput and latency runs (the server in-process here).
 
 use feedwire_bench::{Recorder, Target, CLIENTS};
+use feedwire_core::tls_config_with_roots;
 use feedwire_replay::{Mode, ReplayConfig, ReplayServer, Scenario};
 
-fn server(scenario: Scenario, count: usize, mode: Mode) -> ReplayServer {
+fn server(scenario: Scenario, count: usize, mode: Mode, tls: bool) -> ReplayServer {
     ReplayServer::start(ReplayConfig {
         count: Some(count),
         mode,
         hold_open: true,
+        tls,
         ..ReplayConfig::new(scenario)
     })
     .expect("replay server")
 }
 
+/// Where clients connect: the server's URL, trusting its test CA when it speaks TLS.
+fn target(srv: &ReplayServer) -> Target {
+    let target = Target::from_url(&srv.url());
+    match srv.pki() {
+        Some(pki) => target.with_tls(tls_config_with_roots(pki.root_store())),
+        None => target,
+    }
+}
+
 #[test]
 fn every_client_counts_every_websocket_message() {
-    let srv = server(Scenario::MultiplexMix, 3000, Mode::Firehose);
+    every_client_counts_every_websocket_message_over(false);
+}
+
+#[test]
+fn every_client_counts_every_websocket_message_over_tls() {
+    every_client_counts_every_websocket_message_over(true);
+}
+
+#[test]
+fn line_clients_count_every_line() {
+    line_clients_count_every_line_over(false);
+}
+
+#[test]
+fn line_clients_count_every_line_over_tls() {
+    line_clients_count_every_line_over(true);
+}
+
+fn every_client_counts_every_websocket_message_over(tls: bool) {
+    let srv = server(Scenario::MultiplexMix, 3000, Mode::Firehose, tls);
     let expected: u64 = srv
         .payloads()
         .iter()
@@ -24,7 +54,7 @@ fn every_client_counts_every_websocket_message() {
         .take(3000)
         .map(|p| p.len() as u64)
         .sum();
-    let target = Target::from_url(&srv.url());
+    let target = target(&srv);
     for client in CLIENTS.iter().filter(|c| c.websocket) {
         let (rec, extra) = (client.run)(&target, Recorder::new(3000, false))
             .unwrap_or_else(|e| panic!("{}: {e}", client.name));
@@ -42,9 +72,8 @@ fn every_client_counts_every_websocket_message() {
     }
 }
 
-#[test]
-fn line_clients_count_every_line() {
-    let srv = server(Scenario::BetfairMcm, 2000, Mode::Firehose);
+fn line_clients_count_every_line_over(tls: bool) {
+    let srv = server(Scenario::BetfairMcm, 2000, Mode::Firehose, tls);
     let expected: u64 = srv
         .payloads()
         .iter()
@@ -52,7 +81,7 @@ fn line_clients_count_every_line() {
         .take(2000)
         .map(|p| p.len() as u64)
         .sum();
-    let target = Target::from_url(&srv.url());
+    let target = target(&srv);
     assert!(target.lines);
     for client in CLIENTS.iter().filter(|c| c.lines) {
         let (rec, _) = (client.run)(&target, Recorder::new(2000, false))
@@ -66,7 +95,12 @@ fn line_clients_count_every_line() {
 
 #[test]
 fn latency_runs_read_the_send_stamps() {
-    let srv = server(Scenario::SmallAggTrade, 300, Mode::Paced { per_sec: 3000 });
+    let srv = server(
+        Scenario::SmallAggTrade,
+        300,
+        Mode::Paced { per_sec: 3000 },
+        false,
+    );
     let target = Target::from_url(&srv.url());
     for client in CLIENTS.iter().filter(|c| c.websocket) {
         let (rec, _) = (client.run)(&target, Recorder::new(300, true))

@@ -2,15 +2,16 @@
 //! measuring thread, and the tokio adapter on a current-thread runtime. All use the full
 //! stream machine (classification, statistics, timers), as an application would, in the
 //! fastest way each offers: data messages lent in place (`handle_read_with`,
-//! `Delivery::Lend`, `connect_lending`), other events queued.
+//! `Delivery::Lend`, `connect_lending`), other events queued. Over TLS all three use the
+//! core's `TlsSession` (the blocking loop drives it itself).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use feedwire_core::{
-    os_seed, BetfairAuth, BetfairSubscription, DataHandler, DataRef, Stream, StreamConfig,
-    StreamEvent, TransportCommand,
+    os_seed, BetfairAuth, BetfairSubscription, DataHandler, DataRef, HandshakeOnly, LendingInput,
+    Stream, StreamConfig, StreamEvent, StreamInput, TlsSession, TransportCommand,
 };
 use feedwire_mio::{Delivery, MioLoop, MioOptions};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
@@ -80,6 +81,106 @@ fn markets() -> BetfairSubscription {
     }
 }
 
+/// Lends data messages to the recorder (the blocking loop over TLS); other events stay
+/// queued for the loop.
+struct Lend<'a> {
+    rec: &'a mut Recorder,
+    done: bool,
+}
+
+impl DataHandler for Lend<'_> {
+    fn on_data(&mut self, d: DataRef<'_>) {
+        self.done = self.done || self.rec.on_message(d.payload.len(), d.payload);
+    }
+
+    fn on_event(&mut self, _: StreamEvent) {}
+}
+
+/// A blocking socket, and the TLS session on it when the target asks for one.
+struct Conn {
+    sock: TcpStream,
+    tls: Option<TlsSession>,
+}
+
+impl Conn {
+    fn open(target: &Target, host: &str, port: u16) -> Result<Self, String> {
+        let mut sock = TcpStream::connect((host, port)).map_err(|e| err("connect")(&e))?;
+        sock.set_nodelay(true).map_err(|e| err("nodelay")(&e))?;
+        sock.set_read_timeout(Some(STALL))
+            .map_err(|e| err("timeout")(&e))?;
+        let Some(config) = target.tls.as_ref() else {
+            return Ok(Self { sock, tls: None });
+        };
+        let mut tls = TlsSession::new(config.clone(), host).map_err(|e| err("tls")(&e))?;
+        while tls.is_handshaking() {
+            while let Some(c) = tls.poll_transmit() {
+                sock.write_all(&c).map_err(|e| err("write")(&e))?;
+            }
+            match sock.read(tls.read_buf()) {
+                Ok(0) => return Err("closed during the TLS handshake".to_owned()),
+                Ok(n) => tls
+                    .handle_read(n, &mut HandshakeOnly)
+                    .map_err(|e| err("tls handshake")(&e))?,
+                Err(e) => return Err(err("read")(&e)),
+            }
+        }
+        // The client's Finished: a Betfair server says nothing until it has it.
+        while let Some(c) = tls.poll_transmit() {
+            sock.write_all(&c).map_err(|e| err("write")(&e))?;
+        }
+        Ok(Self {
+            sock,
+            tls: Some(tls),
+        })
+    }
+
+    fn write(&mut self, chunk: &[u8]) -> Result<(), String> {
+        let Some(tls) = self.tls.as_mut() else {
+            return self.sock.write_all(chunk).map_err(|e| err("write")(&e));
+        };
+        tls.write_plaintext(chunk);
+        while let Some(c) = tls.poll_transmit() {
+            self.sock.write_all(&c).map_err(|e| err("write")(&e))?;
+        }
+        Ok(())
+    }
+
+    /// One read into the stream; whether the recorder is complete.
+    fn read(&mut self, s: &mut Stream, rec: &mut Recorder) -> Result<bool, String> {
+        let now = Instant::now();
+        let Some(tls) = self.tls.as_mut() else {
+            let mut done = false;
+            match self.sock.read(s.read_buf()) {
+                Ok(0) => s.handle_eof(now),
+                Ok(n) => s.handle_read_with(n, now, |d| {
+                    done = done || rec.on_message(d.payload.len(), d.payload);
+                }),
+                Err(e) => return Err(err("read")(&e)),
+            }
+            return Ok(done);
+        };
+        let mut lend = Lend { rec, done: false };
+        match self.sock.read(tls.read_buf()) {
+            Ok(0) => {
+                let _ = tls.handle_eof(&mut StreamInput { stream: s, now });
+                s.handle_eof(now);
+            }
+            Ok(n) => {
+                let input = &mut LendingInput {
+                    stream: s,
+                    now,
+                    handler: Some(&mut lend),
+                };
+                if let Err(e) = tls.handle_read(n, input) {
+                    s.handle_tls_error(&e, now);
+                }
+            }
+            Err(e) => return Err(err("read")(&e)),
+        }
+        Ok(lend.done)
+    }
+}
+
 pub(super) fn blocking(target: &Target, mut rec: Recorder) -> Result<(Recorder, Extra), String> {
     let mut s =
         Stream::new(config(target), os_seed(), Instant::now()).map_err(|e| err("config")(&e))?;
@@ -88,27 +189,30 @@ pub(super) fn blocking(target: &Target, mut rec: Recorder) -> Result<(Recorder, 
             .map_err(|e| err("subscribe")(&e))?;
     }
     let stats = s.stats_handle();
-    let mut sock: Option<TcpStream> = None;
+    let mut conn: Option<Conn> = None;
     loop {
         while let Some(cmd) = s.poll_transport() {
             match cmd {
                 TransportCommand::Connect(ep) => {
-                    let t = TcpStream::connect((ep.host.as_str(), ep.port))
-                        .map_err(|e| err("connect")(&e))?;
-                    t.set_nodelay(true).map_err(|e| err("nodelay")(&e))?;
-                    t.set_read_timeout(Some(STALL))
-                        .map_err(|e| err("timeout")(&e))?;
-                    sock = Some(t);
+                    let mut c = Conn::open(target, &ep.host, ep.port)?;
                     s.handle_connected(Instant::now());
+                    if let Some(tls) = c.tls.as_mut() {
+                        let input = &mut StreamInput {
+                            stream: &mut s,
+                            now: Instant::now(),
+                        };
+                        tls.flush_plaintext(input).map_err(|e| err("tls")(&e))?;
+                    }
+                    conn = Some(c);
                 }
-                TransportCommand::Disconnect => sock = None,
+                TransportCommand::Disconnect => conn = None,
             }
         }
-        let Some(sk) = sock.as_mut() else {
+        let Some(c) = conn.as_mut() else {
             return Err(format!("disconnected: {:?}", s.state()));
         };
         while let Some(chunk) = s.poll_transmit() {
-            sk.write_all(&chunk).map_err(|e| err("write")(&e))?;
+            c.write(&chunk)?;
         }
         let mut done = false;
         while !done {
@@ -116,13 +220,7 @@ pub(super) fn blocking(target: &Target, mut rec: Recorder) -> Result<(Recorder, 
             done = record(&mut rec, &event)?;
         }
         if !done {
-            match sk.read(s.read_buf()) {
-                Ok(0) => s.handle_eof(Instant::now()),
-                Ok(n) => s.handle_read_with(n, Instant::now(), |d| {
-                    done = done || rec.on_message(d.payload.len(), d.payload);
-                }),
-                Err(e) => return Err(err("read")(&e)),
-            }
+            done = c.read(&mut s, &mut rec)?;
         }
         if done {
             let extra = Extra {
@@ -135,7 +233,11 @@ pub(super) fn blocking(target: &Target, mut rec: Recorder) -> Result<(Recorder, 
 }
 
 pub(super) fn mio(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
-    let mut feed = MioLoop::new(MioOptions::default()).map_err(|e| err("mio")(&e))?;
+    let options = MioOptions {
+        tls: target.tls.clone(),
+        ..MioOptions::default()
+    };
+    let mut feed = MioLoop::new(options).map_err(|e| err("mio")(&e))?;
     let (tx, mut rx) = unbounded_channel();
     let (id, stats) = feed
         .connect(
@@ -175,7 +277,11 @@ pub(super) fn tokio(target: &Target, rec: Recorder) -> Result<(Recorder, Extra),
             rec: Some(rec),
             done: tx,
         };
-        let handle = feedwire_tokio::connect_lending(config(target), Default::default(), record)
+        let options = feedwire_tokio::TokioOptions {
+            tls: target.tls.clone(),
+            ..Default::default()
+        };
+        let handle = feedwire_tokio::connect_lending(config(target), options, record)
             .map_err(|e| err("config")(&e))?;
         if target.lines {
             handle

@@ -1,6 +1,8 @@
 //! The limit: what reading the bytes costs with no library at all. WebSocket: 256 KiB reads,
 //! frame headers parsed only to find message boundaries, payloads untouched (no UTF-8
-//! validation). Lines: 256 KiB reads and a memchr newline count.
+//! validation). Lines: 256 KiB reads and a memchr newline count. Over TLS the reads go
+//! through rustls's own blocking stream (`StreamOwned`, the buffered `ClientConnection`):
+//! what reading costs with TLS as rustls's documentation sets it up and no other library.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -13,11 +15,22 @@ pub const READ: usize = 256 * 1024;
 /// Bytes of a message's start kept for the latency stamp.
 const HEAD: usize = feedwire_replay::STAMP_WITHIN;
 
-pub(super) fn run(target: &Target, mut rec: Recorder) -> Result<(Recorder, Extra), String> {
-    let mut sock = TcpStream::connect(&target.addr).map_err(|e| err("connect")(&e))?;
+pub(super) fn run(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
+    let sock = TcpStream::connect(&target.addr).map_err(|e| err("connect")(&e))?;
     sock.set_nodelay(true).map_err(|e| err("nodelay")(&e))?;
     sock.set_read_timeout(Some(STALL))
         .map_err(|e| err("timeout")(&e))?;
+    match target.tls.as_ref() {
+        Some(config) => receive(super::tls::blocking(target, config, sock)?, target, rec),
+        None => receive(sock, target, rec),
+    }
+}
+
+fn receive(
+    mut sock: impl Read + Write,
+    target: &Target,
+    mut rec: Recorder,
+) -> Result<(Recorder, Extra), String> {
     let mut buf = vec![0u8; READ];
     if target.lines {
         lines(&mut sock, &mut buf, &mut rec)?;
@@ -36,7 +49,7 @@ pub(super) fn run(target: &Target, mut rec: Recorder) -> Result<(Recorder, Extra
     Ok((rec, Extra::default()))
 }
 
-fn read(sock: &mut TcpStream, buf: &mut [u8]) -> Result<usize, String> {
+fn read(sock: &mut impl Read, buf: &mut [u8]) -> Result<usize, String> {
     match sock.read(buf) {
         Ok(0) => Err("the server closed early".to_owned()),
         Ok(n) => Ok(n),
@@ -45,7 +58,11 @@ fn read(sock: &mut TcpStream, buf: &mut [u8]) -> Result<usize, String> {
 }
 
 /// A hand-written upgrade; returns where the bytes after the response head lie in `buf`.
-fn handshake(sock: &mut TcpStream, t: &Target, buf: &mut [u8]) -> Result<(usize, usize), String> {
+fn handshake(
+    sock: &mut (impl Read + Write),
+    t: &Target,
+    buf: &mut [u8],
+) -> Result<(usize, usize), String> {
     write!(
         sock,
         "GET {} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
@@ -168,7 +185,7 @@ impl Frames {
 
 /// Betfair-style: authenticate, subscribe, then count lines (the greeting and the two status
 /// answers are not data).
-fn lines(sock: &mut TcpStream, buf: &mut [u8], rec: &mut Recorder) -> Result<(), String> {
+fn lines(sock: &mut (impl Read + Write), buf: &mut [u8], rec: &mut Recorder) -> Result<(), String> {
     sock.write_all(
         b"{\"op\":\"authentication\",\"id\":1,\"appKey\":\"bench\",\"session\":\"bench\"}\r\n\
           {\"op\":\"marketSubscription\",\"id\":2,\"marketFilter\":{}}\r\n",

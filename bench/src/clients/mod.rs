@@ -3,12 +3,16 @@
 //! consume the payload bytes as their library delivers them by default (UTF-8 validated
 //! where the library validates text).
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use feedwire_core::rustls::ClientConfig;
 
 use crate::recorder::Recorder;
 
 mod feedwire;
 mod limit;
+mod tls;
 
 pub use limit::READ as LIMIT_READ_SIZE;
 mod peers_blocking;
@@ -25,10 +29,13 @@ pub struct Target {
     pub path: String,
     /// CRLF lines (Betfair style) instead of WebSocket.
     pub lines: bool,
+    /// TLS (`wss://`, `tls://`), trusting the replay server's CA; every client uses this one
+    /// rustls configuration.
+    pub tls: Option<Arc<ClientConfig>>,
 }
 
 impl Target {
-    /// Splits a replay server URL.
+    /// Splits a replay server URL; a TLS URL needs [`with_tls`](Self::with_tls).
     pub fn from_url(url: &str) -> Self {
         let lines = url.starts_with("tcp://") || url.starts_with("tls://");
         let rest = url.split_once("://").map_or(url, |(_, r)| r);
@@ -41,7 +48,21 @@ impl Target {
             addr: addr.to_owned(),
             path: path.to_owned(),
             lines,
+            tls: None,
         }
+    }
+
+    /// The same target over TLS with `config`.
+    pub fn with_tls(self, config: Arc<ClientConfig>) -> Self {
+        Self {
+            tls: Some(config),
+            ..self
+        }
+    }
+
+    /// The host part of `addr`: the name TLS verifies.
+    pub fn host(&self) -> &str {
+        self.addr.rsplit_once(':').map_or(&self.addr, |(h, _)| h)
     }
 }
 

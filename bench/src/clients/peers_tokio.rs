@@ -1,10 +1,12 @@
 //! Peer WebSocket clients on tokio, each on a current-thread runtime with TCP_NODELAY, in the
-//! configuration their documentation leads to, text validated as each does by default.
+//! configuration their documentation leads to, text validated as each does by default. Over
+//! TLS each takes a tokio-rustls stream (every one of them accepts a stream it did not open).
 
 use std::future::Future;
 use std::pin::Pin;
 
 use futures_util::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::{err, runtime, Extra, Target, STALL};
@@ -32,12 +34,53 @@ async fn tcp(target: &Target) -> Result<TcpStream, String> {
     Ok(s)
 }
 
-pub(super) fn tungstenite(target: &Target, mut rec: Recorder) -> Result<(Recorder, Extra), String> {
-    use tokio_tungstenite::tungstenite::Message;
+/// A stream a peer can run on: plain TCP or TLS over it.
+trait PeerStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> PeerStream for S {}
+
+/// Runs `$body` (an async block using `$stream`) on a TCP connection to the target, wrapped in
+/// TLS when the target asks for it: one body, two stream types.
+macro_rules! on_stream {
+    ($target:expr, |$stream:ident| $body:expr) => {{
+        let tcp = tcp($target).await?;
+        match $target.tls.as_ref() {
+            Some(config) => {
+                let $stream = super::tls::tokio($target, config, tcp).await?;
+                $body.await
+            }
+            None => {
+                let $stream = tcp;
+                $body.await
+            }
+        }
+    }};
+}
+
+pub(super) fn tungstenite(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
     on_runtime(async move {
-        let (mut ws, _) = tokio_tungstenite::connect_async_with_config(&target.url, None, true)
-            .await
-            .map_err(|e| err("connect")(&e))?;
+        if target.tls.is_none() {
+            // The documented entry point: connect_async does TCP (and TLS) itself.
+            let (ws, _) = tokio_tungstenite::connect_async_with_config(&target.url, None, true)
+                .await
+                .map_err(|e| err("connect")(&e))?;
+            return tungstenite_on(ws, rec).await;
+        }
+        on_stream!(target, |stream| async {
+            let (ws, _) = tokio_tungstenite::client_async_with_config(&target.url, stream, None)
+                .await
+                .map_err(|e| err("connect")(&e))?;
+            tungstenite_on(ws, rec).await
+        })
+    })
+}
+
+async fn tungstenite_on<S: PeerStream>(
+    mut ws: tokio_tungstenite::WebSocketStream<S>,
+    mut rec: Recorder,
+) -> Result<Recorder, String> {
+    use tokio_tungstenite::tungstenite::Message;
+    {
         while let Some(msg) = ws.next().await {
             let done = match msg.map_err(|e| err("read")(&e))? {
                 Message::Text(t) => rec.on_message(t.len(), t.as_bytes()),
@@ -49,7 +92,7 @@ pub(super) fn tungstenite(target: &Target, mut rec: Recorder) -> Result<(Recorde
             }
         }
         Err("closed early".to_owned())
-    })
+    }
 }
 
 /// hyper's upgrade needs an executor for the connection task.
@@ -61,13 +104,17 @@ impl hyper::rt::Executor<Pin<Box<dyn Future<Output = ()> + Send>>> for Spawn {
     }
 }
 
-pub(super) fn fastwebsockets(
+pub(super) fn fastwebsockets(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
+    on_runtime(async move { on_stream!(target, |stream| fastwebsockets_on(target, stream, rec)) })
+}
+
+async fn fastwebsockets_on<S: PeerStream>(
     target: &Target,
+    stream: S,
     mut rec: Recorder,
-) -> Result<(Recorder, Extra), String> {
+) -> Result<Recorder, String> {
     use fastwebsockets::{FragmentCollector, OpCode};
-    on_runtime(async move {
-        let stream = tcp(target).await?;
+    {
         let request = hyper::Request::builder()
             .method("GET")
             .uri(&target.path)
@@ -99,15 +146,22 @@ pub(super) fn fastwebsockets(
                 return Ok(rec);
             }
         }
-    })
+    }
 }
 
 pub(super) fn tokio_websockets(
     target: &Target,
-    mut rec: Recorder,
+    rec: Recorder,
 ) -> Result<(Recorder, Extra), String> {
-    on_runtime(async move {
-        let stream = tcp(target).await?;
+    on_runtime(async move { on_stream!(target, |stream| tokio_websockets_on(target, stream, rec)) })
+}
+
+async fn tokio_websockets_on<S: PeerStream>(
+    target: &Target,
+    stream: S,
+    mut rec: Recorder,
+) -> Result<Recorder, String> {
+    {
         let (mut ws, _) = tokio_websockets::ClientBuilder::new()
             .uri(&target.url)
             .map_err(|e| err("uri")(&e))?
@@ -129,7 +183,7 @@ pub(super) fn tokio_websockets(
             }
         }
         Err("closed early".to_owned())
-    })
+    }
 }
 
 pub(super) fn nexus_async_net(
@@ -141,7 +195,11 @@ pub(super) fn nexus_async_net(
     use nexus_async_net::Message;
     on_runtime(async move {
         // `MaybeTls` is the transport with nexus's direct-read fast path.
-        let stream = MaybeTls::Plain(tcp(target).await?);
+        let tcp = tcp(target).await?;
+        let stream = match target.tls.as_ref() {
+            Some(config) => MaybeTls::Tls(Box::new(super::tls::tokio(target, config, tcp).await?)),
+            None => MaybeTls::Plain(tcp),
+        };
         let (mut reader, _writer, mut stream) = WsStreamBuilder::new()
             .connect_with(stream, &target.url)
             .await
@@ -165,11 +223,18 @@ pub(super) fn nexus_async_net(
     })
 }
 
-pub(super) fn sockudo_ws(target: &Target, mut rec: Recorder) -> Result<(Recorder, Extra), String> {
+pub(super) fn sockudo_ws(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
+    on_runtime(async move { on_stream!(target, |stream| sockudo_ws_on(target, stream, rec)) })
+}
+
+async fn sockudo_ws_on<S: PeerStream>(
+    target: &Target,
+    stream: S,
+    mut rec: Recorder,
+) -> Result<Recorder, String> {
     use sockudo_ws::client::WebSocketClient;
     use sockudo_ws::{Config, Http1, Message};
-    on_runtime(async move {
-        let stream = tcp(target).await?;
+    {
         let (mut ws, _) = WebSocketClient::<Http1>::new(Config::default())
             .connect(stream, &target.addr, &target.path, None)
             .await
@@ -185,5 +250,5 @@ pub(super) fn sockudo_ws(target: &Target, mut rec: Recorder) -> Result<(Recorder
             }
         }
         Err("closed early".to_owned())
-    })
+    }
 }
