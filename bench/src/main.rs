@@ -18,23 +18,22 @@ fn main() -> ExitCode {
     let mut json_path = None;
     let mut markdown_path = None;
     let mut scenarios = Vec::new();
+    // Applied after every flag is read, so that no flag undoes another whatever the order.
+    let (mut quick, mut runs) = (false, None);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |what: &str| args.next().ok_or(format!("{arg} needs {what}"));
         let parsed: Result<(), String> = (|| {
             match arg.as_str() {
-                "--quick" => {
-                    options = BenchOptions {
-                        clients: options.clients.clone(),
-                        ..BenchOptions::quick()
-                    }
-                }
+                "--quick" => quick = true,
                 "--json" => json_path = Some(value("a path")?),
                 "--markdown" => markdown_path = Some(value("a path")?),
                 "--runs" => {
-                    options.runs = value("a number")?
-                        .parse()
-                        .map_err(|_| "--runs: not a number".to_owned())?
+                    runs = Some(
+                        value("a number")?
+                            .parse()
+                            .map_err(|_| "--runs: not a number".to_owned())?,
+                    )
                 }
                 "--scenario" => {
                     let name = value("a scenario")?;
@@ -66,6 +65,15 @@ fn main() -> ExitCode {
             eprintln!("{e}");
             return ExitCode::from(2);
         }
+    }
+    if quick {
+        let q = BenchOptions::quick();
+        options.runs = q.runs;
+        options.count_divisor = q.count_divisor;
+        options.latency_secs = q.latency_secs;
+    }
+    if let Some(runs) = runs {
+        options.runs = runs;
     }
     if !scenarios.is_empty() {
         options.scenarios = scenarios;
