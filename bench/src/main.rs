@@ -109,17 +109,23 @@ fn main() -> ExitCode {
                 WsConfig::default().max_read_size / 1024
             )
         } else {
-            "How to read them: on a 2-core machine the server and the client share the CPU, so \
-             figures move 20-50% between invocations; compare rows within one table. Reading \
-             over loopback is bistable: a client that keeps up reads what the server has just \
-             written (about 100 KB per read, still in cache); one that falls behind reads a deep \
-             queue, every read filling its buffer with bytes written long before, at up to four \
-             times the CPU per message, and seldom catches up within a run. The raw limit \
-             (256 KiB reads) lands in the slow state in more rounds than the libraries, which is \
-             why its median sometimes sits above theirs; its min–max column shows both states. \
-             `--pin` measures the other regime, every client behind its feed \
-             (BENCHMARKS-pinned.md).\n"
-                .to_owned()
+            format!(
+                "How to read them: on a 2-core machine the server and the client share the CPU, so \
+                 figures move 20-50% between invocations; compare rows within one table. Reading \
+                 over loopback is bistable: a client that keeps up reads what the server has just \
+                 written (about 100 KB per read, still in cache); one that falls behind reads a deep \
+                 queue, every read filling its buffer with bytes written long before, at up to four \
+                 times the CPU per message, and seldom catches up within a run. The raw limit \
+                 (256 KiB reads) lands in the slow state in more rounds than the libraries, which is \
+                 why its median sometimes sits above theirs; its min–max column shows both states. \
+                 `--pin` measures the other regime, every client behind its feed \
+                 ({}).\n",
+                if options.tls {
+                    "BENCHMARKS-tls-pinned.md"
+                } else {
+                    "BENCHMARKS-pinned.md"
+                }
+            )
         };
         let transport = if options.tls {
             "Over TLS (`--tls`): the replay server encrypts with rustls (TLS 1.3, AES-GCM, its \

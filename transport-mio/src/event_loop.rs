@@ -489,6 +489,12 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
         };
         let drained;
         if let Some(tls) = sock.tls.as_mut() {
+            if sock.ready && !e.stream.is_connected() {
+                // The stream ended (a Close, a protocol error): its socket goes with the next
+                // transport command; bytes read now would only be held, never taken.
+                e.readable = false;
+                return;
+            }
             let buf = tls.read_buf();
             let offered = buf.len();
             let n = match sock.tcp.read(buf) {
