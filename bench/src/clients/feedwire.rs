@@ -145,7 +145,9 @@ impl Conn {
         Ok(())
     }
 
-    /// One read into the stream; whether the recorder is complete.
+    /// One read into the stream; whether the recorder is complete. Plain reads lend to a
+    /// closure (`handle_read_with`, inlined); TLS lends through a [`DataHandler`], the form
+    /// `TlsSession`'s sink takes.
     fn read(&mut self, s: &mut Stream, rec: &mut Recorder) -> Result<bool, String> {
         let now = Instant::now();
         let Some(tls) = self.tls.as_mut() else {

@@ -80,19 +80,17 @@ async fn tungstenite_on<S: PeerStream>(
     mut rec: Recorder,
 ) -> Result<Recorder, String> {
     use tokio_tungstenite::tungstenite::Message;
-    {
-        while let Some(msg) = ws.next().await {
-            let done = match msg.map_err(|e| err("read")(&e))? {
-                Message::Text(t) => rec.on_message(t.len(), t.as_bytes()),
-                Message::Binary(b) => rec.on_message(b.len(), &b),
-                _ => false,
-            };
-            if done {
-                return Ok(rec);
-            }
+    while let Some(msg) = ws.next().await {
+        let done = match msg.map_err(|e| err("read")(&e))? {
+            Message::Text(t) => rec.on_message(t.len(), t.as_bytes()),
+            Message::Binary(b) => rec.on_message(b.len(), &b),
+            _ => false,
+        };
+        if done {
+            return Ok(rec);
         }
-        Err("closed early".to_owned())
     }
+    Err("closed early".to_owned())
 }
 
 /// hyper's upgrade needs an executor for the connection task.
@@ -114,37 +112,33 @@ async fn fastwebsockets_on<S: PeerStream>(
     mut rec: Recorder,
 ) -> Result<Recorder, String> {
     use fastwebsockets::{FragmentCollector, OpCode};
-    {
-        let request = hyper::Request::builder()
-            .method("GET")
-            .uri(&target.path)
-            .header("Host", &target.addr)
-            .header("Upgrade", "websocket")
-            .header("Connection", "upgrade")
-            .header(
-                "Sec-WebSocket-Key",
-                fastwebsockets::handshake::generate_key(),
-            )
-            .header("Sec-WebSocket-Version", "13")
-            .body(http_body_util::Empty::<bytes::Bytes>::new())
-            .map_err(|e| err("request")(&e))?;
-        let (ws, _) = fastwebsockets::handshake::client(&Spawn, request, stream)
-            .await
-            .map_err(|e| err("handshake")(&e))?;
-        // The collector reassembles fragments and validates text as UTF-8.
-        let mut ws = FragmentCollector::new(ws);
-        loop {
-            let frame = ws.read_frame().await.map_err(|e| err("read")(&e))?;
-            let done = match frame.opcode {
-                OpCode::Text | OpCode::Binary => {
-                    rec.on_message(frame.payload.len(), &frame.payload)
-                }
-                OpCode::Close => return Err("closed early".to_owned()),
-                _ => false,
-            };
-            if done {
-                return Ok(rec);
-            }
+    let request = hyper::Request::builder()
+        .method("GET")
+        .uri(&target.path)
+        .header("Host", &target.addr)
+        .header("Upgrade", "websocket")
+        .header("Connection", "upgrade")
+        .header(
+            "Sec-WebSocket-Key",
+            fastwebsockets::handshake::generate_key(),
+        )
+        .header("Sec-WebSocket-Version", "13")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(|e| err("request")(&e))?;
+    let (ws, _) = fastwebsockets::handshake::client(&Spawn, request, stream)
+        .await
+        .map_err(|e| err("handshake")(&e))?;
+    // The collector reassembles fragments and validates text as UTF-8.
+    let mut ws = FragmentCollector::new(ws);
+    loop {
+        let frame = ws.read_frame().await.map_err(|e| err("read")(&e))?;
+        let done = match frame.opcode {
+            OpCode::Text | OpCode::Binary => rec.on_message(frame.payload.len(), &frame.payload),
+            OpCode::Close => return Err("closed early".to_owned()),
+            _ => false,
+        };
+        if done {
+            return Ok(rec);
         }
     }
 }
@@ -161,29 +155,27 @@ async fn tokio_websockets_on<S: PeerStream>(
     stream: S,
     mut rec: Recorder,
 ) -> Result<Recorder, String> {
-    {
-        let (mut ws, _) = tokio_websockets::ClientBuilder::new()
-            .uri(&target.url)
-            .map_err(|e| err("uri")(&e))?
-            .connect_on(stream)
-            .await
-            .map_err(|e| err("connect")(&e))?;
-        while let Some(msg) = ws.next().await {
-            let msg = msg.map_err(|e| err("read")(&e))?;
-            let done = if let Some(text) = msg.as_text() {
-                rec.on_message(text.len(), text.as_bytes())
-            } else if msg.is_binary() {
-                let p = msg.as_payload();
-                rec.on_message(p.len(), p)
-            } else {
-                false
-            };
-            if done {
-                return Ok(rec);
-            }
+    let (mut ws, _) = tokio_websockets::ClientBuilder::new()
+        .uri(&target.url)
+        .map_err(|e| err("uri")(&e))?
+        .connect_on(stream)
+        .await
+        .map_err(|e| err("connect")(&e))?;
+    while let Some(msg) = ws.next().await {
+        let msg = msg.map_err(|e| err("read")(&e))?;
+        let done = if let Some(text) = msg.as_text() {
+            rec.on_message(text.len(), text.as_bytes())
+        } else if msg.is_binary() {
+            let p = msg.as_payload();
+            rec.on_message(p.len(), p)
+        } else {
+            false
+        };
+        if done {
+            return Ok(rec);
         }
-        Err("closed early".to_owned())
     }
+    Err("closed early".to_owned())
 }
 
 pub(super) fn nexus_async_net(
@@ -234,21 +226,19 @@ async fn sockudo_ws_on<S: PeerStream>(
 ) -> Result<Recorder, String> {
     use sockudo_ws::client::WebSocketClient;
     use sockudo_ws::{Config, Http1, Message};
-    {
-        let (mut ws, _) = WebSocketClient::<Http1>::new(Config::default())
-            .connect(stream, &target.addr, &target.path, None)
-            .await
-            .map_err(|e| err("connect")(&e))?;
-        while let Some(msg) = ws.next().await {
-            let done = match msg.map_err(|e| err("read")(&e))? {
-                Message::Text(t) | Message::Binary(t) => rec.on_message(t.len(), &t),
-                Message::Close(_) => return Err("closed early".to_owned()),
-                _ => false,
-            };
-            if done {
-                return Ok(rec);
-            }
+    let (mut ws, _) = WebSocketClient::<Http1>::new(Config::default())
+        .connect(stream, &target.addr, &target.path, None)
+        .await
+        .map_err(|e| err("connect")(&e))?;
+    while let Some(msg) = ws.next().await {
+        let done = match msg.map_err(|e| err("read")(&e))? {
+            Message::Text(t) | Message::Binary(t) => rec.on_message(t.len(), &t),
+            Message::Close(_) => return Err("closed early".to_owned()),
+            _ => false,
+        };
+        if done {
+            return Ok(rec);
         }
-        Err("closed early".to_owned())
     }
+    Err("closed early".to_owned())
 }
