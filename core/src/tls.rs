@@ -227,7 +227,7 @@ impl TlsSession {
     /// that data that arrived with the last handshake records is not left waiting for the
     /// next read.
     pub fn flush_plaintext(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
-        self.release_held(sink);
+        deliver(sink, &mut self.held, &[])?;
         self.process(sink)
     }
 
@@ -273,12 +273,6 @@ impl TlsSession {
                 self.failed = Some(e);
             }
         }
-    }
-
-    /// Gives `sink` what was held for it, in order.
-    fn release_held(&mut self, sink: &mut impl PlaintextSink) {
-        let taken = sink.feed(&self.held);
-        self.held.advance(taken);
     }
 
     /// Drives rustls over the unprocessed ciphertext until it needs more input: plaintext to
@@ -332,8 +326,8 @@ impl TlsSession {
                     }
                 }
                 ConnectionState::TransmitTlsData(mut transmit) => {
-                    // The outbox keeps everything encoded, in order, until the transport
-                    // takes it: for rustls it is sent.
+                    // Encoded handshake records wait in the outbox, in order, until the
+                    // transport takes them; rustls only needs to know they are on their way.
                     if let Some(mut traffic) = transmit.may_encrypt_app_data() {
                         encrypt_unsent(&mut traffic, &mut self.unsent, &mut self.outbox)?;
                     }
@@ -387,8 +381,8 @@ impl std::fmt::Debug for TlsSession {
     }
 }
 
-/// A decrypted record's `payload` to `sink` after anything `held` before it; what the sink
-/// does not take is held.
+/// A decrypted record's `payload` to `sink` after anything `held` before it (an empty
+/// `payload` only flushes what is held); what the sink does not take is held.
 fn deliver(
     sink: &mut impl PlaintextSink,
     held: &mut BytesMut,
