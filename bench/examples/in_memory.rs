@@ -15,15 +15,14 @@
 //! as a server writing the whole stream at once would (full 16 KiB records; `--record N`
 //! encrypts N wire bytes per record instead, as a server writing message by message would),
 //! untimed; the timed part is the client's [`TlsSession`] taking the ciphertext in pieces of
-//! its own read size and moving the plaintext into the stream — decryption and every copy
-//! the TLS layer makes included.
+//! its own read size and moving the plaintext into the stream, which lends its messages —
+//! decryption and every copy the TLS layer makes included.
 //!
 //! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend | --nexus | --limit] [--tls [--record N]]`
 #![allow(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
 
-use std::time::Instant;
-
 use std::io::{Read, Write};
+use std::time::Instant;
 
 use feedwire_core::rustls::ServerConnection;
 use feedwire_core::testing::{accept_response, server_frame};
@@ -34,7 +33,8 @@ use feedwire_core::{
 use feedwire_replay::{Scenario, TestPki};
 use nexus_web::ws::{FrameReader, Message, Role};
 
-/// Largest read handed to the stream, bytes (the default `max_read_size`).
+/// Largest read handed to the stream, bytes: the limit's read size, so that every reader
+/// here sees the same pieces (the stream's `max_read_size` caps what it offers).
 const READ: usize = 256 * 1024;
 
 fn feed(s: &mut Stream, bytes: &[u8], now: Instant, lend: bool) -> (usize, usize) {
