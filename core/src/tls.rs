@@ -3,8 +3,11 @@
 //! [`TlsSession::read_buf`], reports it with [`TlsSession::handle_read`] (which decrypts
 //! every complete record and moves the plaintext into the engine at once), encrypts the
 //! engine's output with [`TlsSession::write_plaintext`] and writes
-//! [`TlsSession::poll_transmit`] to the socket. Certificate verification is always on; a
-//! certificate that does not verify is a typed error, never a fallback.
+//! [`TlsSession::poll_transmit`] to the socket — after every `handle_read` too, not only after
+//! writing: the handshake's last flight (the client's Finished, which a server may wait for
+//! before it says anything) and replies such as key updates come out of reads. Certificate
+//! verification is always on; a certificate that does not verify is a typed error, never a
+//! fallback.
 //!
 //! Why the unbuffered API: rustls's buffered `ClientConnection` copies each received byte
 //! into its own deframing buffer (4 KiB at a time) and shifts the unprocessed rest to the
