@@ -29,6 +29,16 @@ const CIPHERTEXT_READ: usize = 64 * 1024;
 /// of ciphertext (TLS 1.2's limit, RFC 5246 §6.2.3; TLS 1.3's is lower).
 const MAX_RECORD: usize = 5 + (1 << 14) + 2048;
 
+/// Records with less plaintext than this, bytes, are gathered and handed to the sink together
+/// (at the end of each `handle_read`, or every [`GATHER_LIMIT`] bytes): a server that writes
+/// message by message sends a record per message, and an engine read per record would cost
+/// more than the copy (its frames would be cut by reads, and each read publishes statistics).
+/// Larger records go straight to the sink.
+const GATHER_BELOW: usize = 8 * 1024;
+
+/// Gathered plaintext is handed over once it reaches this many bytes.
+const GATHER_LIMIT: usize = 64 * 1024;
+
 /// The ciphertext buffer's size, bytes, at most. Unprocessed ciphertext is at most one
 /// partial record, or during a handshake a handshake message rustls is joining across
 /// records (rustls refuses one over 64 KiB) and a partial record after it; reads still get
@@ -129,6 +139,9 @@ pub struct TlsSession {
     end: usize,
     /// Plaintext decrypted while the sink took no input, delivered before anything newer.
     held: BytesMut,
+    /// Plaintext of small records, in order, handed to the sink together (see
+    /// [`GATHER_BELOW`]); empty between calls.
+    gathered: BytesMut,
     /// Plaintext to encrypt once rustls allows application data (written during the
     /// handshake).
     unsent: BytesMut,
@@ -177,6 +190,7 @@ impl TlsSession {
             start: 0,
             end: 0,
             held: BytesMut::new(),
+            gathered: BytesMut::new(),
             unsent: BytesMut::new(),
             close_wanted: false,
             outbox: BytesMut::new(),
@@ -279,11 +293,23 @@ impl TlsSession {
     }
 
     /// Drives rustls over the unprocessed ciphertext until it needs more input: plaintext to
-    /// `sink` (or held), handshake records and encrypted writes to the outbox.
+    /// `sink` (or held), handshake records and encrypted writes to the outbox. Gathered
+    /// plaintext is handed over before returning, error or not: what was decrypted before a
+    /// bad record is not lost.
     fn process(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
         if let Some(e) = self.failed.clone() {
             return Err(e);
         }
+        let processed = self.process_records(sink);
+        let handed = self.hand_over_gathered(sink);
+        processed.and(handed)
+    }
+
+    fn hand_over_gathered(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
+        hand_over(sink, &mut self.held, &mut self.gathered)
+    }
+
+    fn process_records(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
         loop {
             let UnbufferedStatus { mut discard, state } = self
                 .conn
@@ -301,7 +327,9 @@ impl TlsSession {
                     while let Some(record) = traffic.next_record() {
                         let record = record?;
                         discard += record.discard;
-                        if let Err(e) = deliver(sink, &mut self.held, record.payload) {
+                        let delivered =
+                            take_record(sink, &mut self.held, &mut self.gathered, record.payload);
+                        if let Err(e) = delivered {
                             self.start += discard;
                             return Err(e);
                         }
@@ -382,6 +410,42 @@ impl std::fmt::Debug for TlsSession {
             .field("failed", &self.failed)
             .finish_non_exhaustive()
     }
+}
+
+/// A decrypted record's plaintext: gathered when it is small (see [`GATHER_BELOW`]), else
+/// handed to `sink` right after what was gathered before it.
+fn take_record(
+    sink: &mut impl PlaintextSink,
+    held: &mut BytesMut,
+    gathered: &mut BytesMut,
+    payload: &[u8],
+) -> Result<(), TlsError> {
+    let small = payload.len() < GATHER_BELOW;
+    if small && gathered.len() + payload.len() <= GATHER_LIMIT {
+        gathered.extend_from_slice(payload);
+        return Ok(());
+    }
+    hand_over(sink, held, gathered)?;
+    if small {
+        gathered.extend_from_slice(payload);
+        Ok(())
+    } else {
+        deliver(sink, held, payload)
+    }
+}
+
+/// What was gathered, to `sink` (after anything held).
+fn hand_over(
+    sink: &mut impl PlaintextSink,
+    held: &mut BytesMut,
+    gathered: &mut BytesMut,
+) -> Result<(), TlsError> {
+    if gathered.is_empty() {
+        return Ok(());
+    }
+    let result = deliver(sink, held, gathered);
+    gathered.clear();
+    result
 }
 
 /// A decrypted record's `payload` to `sink` after anything `held` before it (an empty

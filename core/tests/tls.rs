@@ -281,6 +281,8 @@ struct Collect {
     accepting: bool,
     bytes: Vec<u8>,
     space: Vec<u8>,
+    /// `handle_read` calls.
+    reads: usize,
 }
 
 impl PlaintextSink for Collect {
@@ -292,6 +294,7 @@ impl PlaintextSink for Collect {
 
     fn handle_read(&mut self, n: usize) {
         self.bytes.extend_from_slice(&self.space[..n]);
+        self.reads += 1;
     }
 
     fn accepts_input(&self) -> bool {
@@ -402,6 +405,49 @@ fn bytes_after_close_notify_are_dropped_and_reading_goes_on() {
     }
     assert_eq!(sink.bytes, b"last words");
     assert_eq!(tls.handle_eof(&mut sink), Ok(()));
+}
+
+#[test]
+fn small_records_reach_the_sink_in_full_reads() {
+    // A server writing message by message: a 100-byte record per message.
+    let (mut tls, mut server) = connected();
+    let sent = text(100 * 100);
+    let mut ciphertext = Vec::new();
+    for message in sent.chunks(100) {
+        server.writer().write_all(message).unwrap();
+        ciphertext.extend_from_slice(&server_output(&mut server));
+    }
+    let mut sink = Collect {
+        accepting: true,
+        ..Collect::default()
+    };
+    deliver(&mut tls, &ciphertext, &mut sink).unwrap();
+    assert_eq!(sink.bytes, sent);
+    // The sink's reads are 1000 bytes: ten full reads, not a hundred of one record each.
+    assert_eq!(sink.reads, 10);
+}
+
+#[test]
+fn plaintext_before_a_bad_record_is_not_lost() {
+    let (mut tls, mut server) = connected();
+    let mut ciphertext = Vec::new();
+    for message in [&b"first"[..], b"second", b"third"] {
+        server.writer().write_all(message).unwrap();
+        ciphertext.extend_from_slice(&server_output(&mut server));
+    }
+    // Corrupt the last record's tag: it fails authentication.
+    let last = ciphertext.len() - 1;
+    ciphertext[last] ^= 0xff;
+    let mut sink = Collect {
+        accepting: true,
+        ..Collect::default()
+    };
+    let outcome = deliver(&mut tls, &ciphertext, &mut sink);
+    assert!(
+        matches!(outcome, Err(TlsError::Rustls(rustls::Error::DecryptError))),
+        "{outcome:?}"
+    );
+    assert_eq!(sink.bytes, b"firstsecond");
 }
 
 proptest::proptest! {
