@@ -110,16 +110,16 @@ fn main() -> ExitCode {
             )
         } else {
             format!(
-                "How to read them: on a 2-core machine the server and the client share the CPU, so \
-                 figures move 20-50% between invocations; compare rows within one table. Reading \
-                 over loopback is bistable: a client that keeps up reads what the server has just \
-                 written (about 100 KB per read, still in cache); one that falls behind reads a deep \
-                 queue, every read filling its buffer with bytes written long before, at up to four \
-                 times the CPU per message, and seldom catches up within a run. The raw limit \
-                 (256 KiB reads) lands in the slow state in more rounds than the libraries, which is \
-                 why its median sometimes sits above theirs; its min–max column shows both states. \
-                 `--pin` measures the other regime, every client behind its feed \
-                 ({}).\n",
+                "How to read them: on a 2-core machine the server and the client share the \
+                 CPU, so figures move 20-50% between invocations; compare rows within one \
+                 table. Reading over loopback is bistable: a client that keeps up reads what \
+                 the server has just written (about 100 KB per read, still in cache); one that \
+                 falls behind reads a deep queue, every read filling its buffer with bytes \
+                 written long before, at up to four times the CPU per message, and seldom \
+                 catches up within a run. The raw limit (256 KiB reads) lands in the slow state \
+                 in more rounds than the libraries, which is why its median sometimes sits \
+                 above theirs; its min–max column shows both states. `--pin` measures the other \
+                 regime, every client behind its feed ({}).\n",
                 if options.tls {
                     "BENCHMARKS-tls-pinned.md"
                 } else {
@@ -133,7 +133,9 @@ fn main() -> ExitCode {
              uses its core's TLS layer (rustls's unbuffered API); the peers take a tokio-rustls \
              stream, nexus-web rustls's blocking `StreamOwned`, and the limit reads through \
              `StreamOwned` too — what reading costs with TLS set up as rustls documents it and \
-             no other library. Latency and memory, when measured, are over plain TCP.\n\n"
+             no other library. Latency runs are over TLS too (the paced server writes a small \
+             record per tick, one message or a few); memory, when measured, is over plain \
+             TCP.\n\n"
         } else {
             ""
         };

@@ -30,8 +30,8 @@ pub struct BenchOptions {
     /// a client mostly keeps up (short reads); pinned, the server outruns every client and
     /// each read comes back full: the regime of a consumer behind its feed on its own core.
     pub pin: bool,
-    /// Every scenario over TLS (`wss://`, `tls://`), the replay server's test CA trusted.
-    /// Throughput only: latency and memory are measured over plain TCP.
+    /// Every scenario and the latency runs over TLS (`wss://`, `tls://`), the replay
+    /// server's test CA trusted; memory is measured over plain TCP.
     pub tls: bool,
 }
 
@@ -220,14 +220,20 @@ fn firehose(
         server_cpu(options),
     )
     .map_err(|e| format!("replay server: {e}"))?;
-    let mut target = Target::from_url(server.url());
-    if options.tls {
-        let roots = server
-            .root_store()
-            .ok_or("the TLS replay server sent no CA")?;
-        target = target.with_tls(tls_config_with_roots(roots));
-    }
+    let target = target_of(&server)?;
     Ok((server, target, count))
+}
+
+/// Where clients connect to `server`, trusting its CA when it speaks TLS.
+fn target_of(server: &ChildServer) -> Result<Target, String> {
+    let target = Target::from_url(server.url());
+    if !server.url().starts_with("wss://") && !server.url().starts_with("tls://") {
+        return Ok(target);
+    }
+    let roots = server
+        .root_store()
+        .ok_or("the TLS replay server sent no CA")?;
+    Ok(target.with_tls(tls_config_with_roots(roots)))
 }
 
 /// Throughput and CPU for one scenario; `progress` hears of each finished run.
@@ -345,12 +351,13 @@ pub fn run_latency(
                 count: Some(count as usize),
                 mode: Mode::Paced { per_sec: rate },
                 hold_open: true,
+                tls: options.tls,
                 ..ReplayConfig::new(Scenario::SmallAggTrade)
             },
             server_cpu(options),
         )
         .map_err(|e| format!("replay server: {e}"))?;
-        let target = Target::from_url(server.url());
+        let target = target_of(&server)?;
         let mut samples: Vec<Vec<LatencySample>> = clients.iter().map(|_| Vec::new()).collect();
         let mut failures: Vec<Option<String>> = clients.iter().map(|_| None).collect();
         for round in 0..options.runs {

@@ -65,7 +65,10 @@ pub enum TlsError {
     UnexpectedEof,
     /// More than [`HELD_PLAINTEXT_LIMIT`] bytes of plaintext arrived while the sink took
     /// none.
-    #[error("more than {HELD_PLAINTEXT_LIMIT} bytes of TLS plaintext arrived before the stream took any")]
+    #[error(
+        "more than {HELD_PLAINTEXT_LIMIT} bytes of TLS plaintext arrived before the stream \
+         took any"
+    )]
     PlaintextNotTaken,
 }
 
