@@ -487,14 +487,14 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
             e.readable = false;
             return;
         };
+        if sock.ready && !e.stream.is_connected() {
+            // The stream ended (a Close, a protocol error): its socket goes with the next
+            // transport command; bytes read now would never be taken.
+            e.readable = false;
+            return;
+        }
         let drained;
         if let Some(tls) = sock.tls.as_mut() {
-            if sock.ready && !e.stream.is_connected() {
-                // The stream ended (a Close, a protocol error): its socket goes with the next
-                // transport command; bytes read now would only be held, never taken.
-                e.readable = false;
-                return;
-            }
             let buf = tls.read_buf();
             let offered = buf.len();
             let n = match sock.tcp.read(buf) {
@@ -545,7 +545,7 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
                 return e.stream.handle_tls_error(&err, now);
             }
         } else {
-            if !sock.ready || !e.stream.is_connected() {
+            if !sock.ready {
                 e.readable = false;
                 return;
             }
