@@ -11,7 +11,9 @@
 //! When the space after the unconsumed bytes is smaller than one read, the unconsumed bytes
 //! (at most one partial frame) move to the block's front if nothing in front of them is
 //! still held, else to a fresh block, and the old block is freed once the application drops
-//! the last message that points into it. A block nothing was cut from (every message lent)
+//! the last message that points into it. A read that starts inside a frame of known length
+//! over [`SMALL_PARTIAL`] bytes ends at that frame's end: no part of the next frame is left
+//! over to move, and a lending stream's next read starts at the block's front. A block nothing was cut from (every message lent)
 //! grows in place as reads ramp up: one allocation faulted in, not one per doubling. A frame
 //! larger than a block gets a block of exactly its size; the block after it is normal-sized
 //! again, so one large message never doubles the buffer for good.
@@ -151,7 +153,15 @@ impl ReadBuffer {
             }
         }
         let from = self.start + self.filled;
-        let end = (from + cap).min(self.buf.capacity());
+        let mut end = (from + cap).min(self.buf.capacity());
+        if self.hint_is_exact && self.frame_hint > SMALL_PARTIAL.max(self.filled) {
+            // A large frame's rest: the read stops at its end, so nothing is left unconsumed
+            // and the next read starts at the block's front. A read running past it would
+            // end in the next frame, whose partial (up to a frame, hundreds of KB) is copied
+            // to the front when the block runs out — a copy per lap for a system call per
+            // frame at most.
+            end = end.min(self.start + self.frame_hint);
+        }
         if self.buf.len() < end {
             self.buf.resize(end, 0);
         }
@@ -564,6 +574,47 @@ mod tests {
         read_fully(&mut rb, 50_000);
         rb.discard(50_000);
         assert_eq!(rb.capacity(), normal, "back to a normal block");
+    }
+
+    #[test]
+    fn a_read_into_a_large_frame_stops_at_its_end() {
+        // A sender that always has more, frames of 300 KB (Binance's 24hrTicker array is
+        // ~450 KB): a read that starts inside a large frame ends where it ends, so no partial
+        // frame is ever left to be moved, and a lending stream reads into the same block
+        // front lap after lap; reads still reach `max_read_size`.
+        const MAX: usize = 1024 * 1024;
+        const FRAME: usize = 300_000;
+        for lend in [true, false] {
+            let mut rb = ReadBuffer::new(MAX);
+            let (mut pos, mut largest) = (0, 0);
+            let mut fronts = Vec::new();
+            for _ in 0..60 {
+                let partial = rb.filled().len();
+                let buf = rb.read_buf();
+                let offered = buf.len();
+                if partial == 0 && offered == MAX {
+                    fronts.push(buf.as_ptr() as usize);
+                }
+                largest = largest.max(offered);
+                rb.commit(offered);
+                pos += offered;
+                if partial > 0 {
+                    assert_eq!(pos % FRAME, 0, "lent {lend}: a read ran past the frame");
+                }
+                let whole = rb.filled().len() / FRAME * FRAME;
+                if lend {
+                    rb.discard(whole);
+                } else {
+                    drop(rb.consume(whole));
+                }
+                rb.set_frame_hint(if rb.filled().is_empty() { 0 } else { FRAME });
+            }
+            assert_eq!(largest, MAX, "lent {lend}");
+            if lend {
+                assert!(fronts.len() > 10, "{fronts:x?}");
+                assert!(fronts.iter().all(|&at| at == fronts[0]), "{fronts:x?}");
+            }
+        }
     }
 
     #[test]
