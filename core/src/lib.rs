@@ -53,7 +53,7 @@ pub use rustls;
 pub use stream::{
     BetfairAuth, BetfairSubscription, DataHandler, DataRef, EndReason, Profile, ReconnectPolicy,
     RequestKind, StatsHandle, StatsSnapshot, Stream, StreamConfig, StreamEvent, StreamState,
-    Timeouts, TransportCommand,
+    Timeouts, TransportCommand, LOW_WATER_MIN,
 };
 pub use tls::{
     default_tls_config, mozilla_roots, tls_config_with_roots, HandshakeOnly, LendingInput,

@@ -234,6 +234,16 @@ impl ReadBuffer {
         self.start = if self.filled == 0 { 0 } else { self.start + n };
     }
 
+    /// Bytes still missing from the frame at offset 0 when its length is known (its header
+    /// is in); 0 otherwise.
+    pub(crate) fn frame_rest(&self) -> usize {
+        if self.hint_is_exact {
+            self.frame_hint.saturating_sub(self.filled)
+        } else {
+            0
+        }
+    }
+
     /// Announces that the frame at offset 0 is `total` bytes long (header included), so the
     /// next reads can be sized for it. 0 clears the hint.
     pub(crate) fn set_frame_hint(&mut self, total: usize) {

@@ -214,6 +214,20 @@ impl TlsSession {
         self.closed_by_peer
     }
 
+    /// The fewest ciphertext bytes worth waking up to read (≥ 1), given the plaintext bytes
+    /// the stream needs before anything can complete
+    /// ([`Stream::read_low_water`](crate::Stream::read_low_water)): each record carries at
+    /// least as many bytes as it decrypts to, so that many minus the partial record already
+    /// buffered is a lower bound. 1 during the handshake and while plaintext is held.
+    pub fn read_low_water(&self, plaintext_wanted: usize) -> usize {
+        if self.is_handshaking() || !self.held.is_empty() {
+            return 1;
+        }
+        plaintext_wanted
+            .saturating_sub(self.end - self.start)
+            .max(1)
+    }
+
     /// Space for the next ciphertext read: at least 64 KiB.
     pub fn read_buf(&mut self) -> &mut [u8] {
         if self.start == self.end {

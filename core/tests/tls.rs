@@ -514,3 +514,40 @@ fn a_certificate_larger_than_a_record_verifies_in_small_reads() {
     }
     panic!("the handshake did not finish");
 }
+
+#[test]
+fn the_low_water_mark_counts_the_partial_record_already_in() {
+    let (roots, _) = test_pki(&["localhost"]);
+    let handshaking = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
+    assert_eq!(handshaking.read_low_water(100_000), 1, "handshake");
+    let (mut tls, mut server) = connected();
+    assert_eq!(tls.read_low_water(100_000), 100_000);
+    // Half a record in: those ciphertext bytes carry at most as much plaintext.
+    server.writer().write_all(&text(10_000)).unwrap();
+    let record = server_output(&mut server);
+    let mut sink = Collect {
+        accepting: true,
+        ..Collect::default()
+    };
+    let buf = tls.read_buf();
+    buf[..5000].copy_from_slice(&record[..5000]);
+    tls.handle_read(5000, &mut sink).unwrap();
+    assert!(sink.bytes.is_empty());
+    assert_eq!(tls.read_low_water(100_000), 95_000);
+    assert_eq!(tls.read_low_water(3000), 1, "never below 1");
+    let rest = record.len() - 5000;
+    let buf = tls.read_buf();
+    buf[..rest].copy_from_slice(&record[5000..]);
+    tls.handle_read(rest, &mut sink).unwrap();
+    assert_eq!(sink.bytes.len(), 10_000);
+    assert_eq!(tls.read_low_water(100_000), 100_000);
+    // Plaintext held for a sink that takes none yet: any byte may matter.
+    server.writer().write_all(b"held").unwrap();
+    deliver(
+        &mut tls,
+        &server_output(&mut server),
+        &mut Collect::default(),
+    )
+    .unwrap();
+    assert_eq!(tls.read_low_water(100_000), 1, "plaintext held");
+}

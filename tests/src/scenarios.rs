@@ -97,6 +97,89 @@ pub fn websocket_firehose(adapter: &dyn Adapter) {
     }
 }
 
+/// 454 KB messages, plain and TLS, every one intact and in order: the reads that stop at
+/// a large frame's end and the receive low-water mark (the rest of the frame) lose, join
+/// or hold back nothing.
+pub fn large_messages_arrive_exactly(adapter: &dyn Adapter) {
+    const COUNT: usize = 24;
+    for tls in [false, true] {
+        let srv = replay(ReplayConfig {
+            count: Some(COUNT),
+            tls,
+            hold_open: true,
+            ..ReplayConfig::new(Scenario::HugeTickerArr)
+        });
+        let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
+        let payloads = srv.payloads();
+        let mut data = 0;
+        while data < COUNT {
+            match next(s.as_mut()) {
+                Some(StreamEvent::Data { payload, .. }) => {
+                    assert!(
+                        payload == payloads[data % payloads.len()],
+                        "tls={tls}: message {data} differs ({} bytes)",
+                        payload.len()
+                    );
+                    data += 1;
+                }
+                Some(_) => {}
+                None => panic!("tls={tls}: ended after {data} messages"),
+            }
+        }
+        s.stop();
+        assert_eq!(last_event(s.as_mut()), Some(CLOSED_BY_US), "tls={tls}");
+    }
+}
+
+/// A 256 KB frame trickling in, 16 KB every 100 ms, past two idle timeouts (400 ms): the
+/// stream waits for the frame's rest (`SO_RCVLOWAT`), but the idle probe lowers the mark
+/// again, so the trickle still counts as life — the message arrives and the connection
+/// is not ended as silent.
+pub fn a_large_frame_trickling_in_is_not_taken_for_silence(adapter: &dyn Adapter) {
+    const LEN: usize = 256 * 1024;
+    const PIECE: usize = 16 * 1024;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut payload = br#"{"e":"big","d":""#.to_vec();
+    payload.resize(LEN - 2, b'x');
+    payload.extend_from_slice(br#""}"#);
+    let frame = feedwire_core::testing::server_frame(true, 1, &payload);
+    std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().unwrap();
+        accept_upgrade(&mut sock);
+        for piece in frame.chunks(PIECE) {
+            if sock.write_all(piece).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Keep the connection open until the client is done.
+        let mut buf = [0u8; 4096];
+        while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+    config.timeouts.idle = Some(Duration::from_millis(400));
+    config.reconnect.enabled = false;
+    let mut s = adapter.start(config, None, CAPACITY);
+    loop {
+        match next(s.as_mut()) {
+            Some(StreamEvent::Data { payload: got, .. }) => {
+                assert!(got == payload, "{} bytes", got.len());
+                break;
+            }
+            Some(StreamEvent::Reconnecting { reason, .. }) => {
+                panic!("ended while the frame arrived: {reason:?}")
+            }
+            Some(StreamEvent::Closed { .. } | StreamEvent::Crashed(_)) => {
+                panic!("ended while the frame arrived")
+            }
+            Some(_) => {}
+            None => panic!("ended while the frame arrived"),
+        }
+    }
+    s.stop();
+}
+
 /// Betfair lines over TLS: authentication, market subscription, every mcm line.
 pub fn betfair_lines_over_tls(adapter: &dyn Adapter) {
     let srv = replay(ReplayConfig {
@@ -618,6 +701,8 @@ macro_rules! adapter_scenarios {
             stop_on_an_idle_stream,
             crash_on_a_busy_stream,
             stop_with_a_half_received_message,
+            large_messages_arrive_exactly,
+            a_large_frame_trickling_in_is_not_taken_for_silence,
             untrusted_certificate_is_a_typed_error,
             faults_reconnect_without_loss_or_duplicates,
             refused_upgrades_back_off_and_retry,

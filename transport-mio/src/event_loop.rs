@@ -13,6 +13,7 @@ use feedwire_core::{
     default_tls_config, os_seed, HandshakeOnly, LendingInput, RequestId, Stream, StreamEvent,
     StreamInput, TlsSession, TransportCommand, WriteQueue,
 };
+use feedwire_sockopt::RecvLowWater;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 
@@ -53,6 +54,8 @@ struct Sock {
     /// The peer's end (or an error) was reported: read until the socket says so, a short
     /// read no longer means drained (the report does not come again).
     read_closed: bool,
+    /// `SO_RCVLOWAT`, kept at what the stream can use (see `set_low_water`).
+    low_water: RecvLowWater,
 }
 
 struct Entry {
@@ -421,6 +424,7 @@ impl EventLoop {
         if e.readable && e.pending.is_empty() {
             read(e, budget, now);
         }
+        set_low_water(e, now);
         pump(e, &mut self.resolver, id, self.poll.registry());
         deliver(e);
         self.deadlines.set(
@@ -469,6 +473,7 @@ fn connect_next(
             ready: false,
             writable_interest: true,
             read_closed: false,
+            low_water: RecvLowWater::default(),
         });
         return;
     }
@@ -585,6 +590,25 @@ fn read(e: &mut Entry, mut budget: usize, now: Instant) {
             e.readable = false;
             return;
         }
+    }
+}
+
+/// Keeps the socket's receive low-water mark at what the stream can use
+/// ([`Stream::read_low_water`](feedwire_core::Stream::read_low_water)): a large frame's
+/// rest wakes the loop once, not once per arriving piece. Checked after every service (a
+/// read, a timer, a command), set only when it changes.
+fn set_low_water(e: &mut Entry, now: Instant) {
+    let Some(sock) = e.sock.as_mut().filter(|s| s.ready) else {
+        return;
+    };
+    let wanted = e.stream.read_low_water();
+    let wanted = match sock.tls.as_ref() {
+        Some(tls) => tls.read_low_water(wanted),
+        None => wanted,
+    };
+    if let Err(err) = sock.low_water.set(&sock.tcp, wanted) {
+        e.stream
+            .handle_transport_error(&format!("SO_RCVLOWAT: {err}"), now);
     }
 }
 

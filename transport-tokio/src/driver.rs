@@ -143,6 +143,11 @@ impl Driver {
                     .handle_transport_error(&e.to_string(), Instant::now());
                 continue;
             }
+            if let Err(e) = self.set_low_water() {
+                self.stream
+                    .handle_transport_error(&format!("SO_RCVLOWAT: {e}"), Instant::now());
+                continue;
+            }
             if self.stream.state().is_terminal()
                 && self.pending.is_empty()
                 && self.connecting.is_none()
@@ -473,6 +478,22 @@ impl Driver {
                 return;
             }
         }
+    }
+
+    /// Keeps the socket's receive low-water mark at what the stream can use
+    /// ([`Stream::read_low_water`]): a large frame's rest wakes the task once, not once per
+    /// arriving piece. Checked before every wait (after a read, a timer, a command), set
+    /// only when it changes.
+    fn set_low_water(&mut self) -> io::Result<()> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        let wanted = self.stream.read_low_water();
+        let wanted = match conn.tls.as_ref() {
+            Some(tls) => tls.read_low_water(wanted),
+            None => wanted,
+        };
+        conn.low_water.set(&conn.sock, wanted)
     }
 
     /// Writes queued bytes, vectored, until the socket would block.

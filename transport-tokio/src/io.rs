@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{Endpoint, HandshakeOnly, TlsError, TlsSession, WriteQueue};
+use feedwire_sockopt::RecvLowWater;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{lookup_host, TcpSocket, TcpStream};
 
@@ -16,6 +17,8 @@ pub(crate) struct Conn {
     pub(crate) sock: TcpStream,
     pub(crate) tls: Option<TlsSession>,
     pub(crate) out: WriteQueue,
+    /// `SO_RCVLOWAT`, kept at what the stream can use (`Driver::set_low_water`).
+    pub(crate) low_water: RecvLowWater,
 }
 
 /// Why a connection could not be opened.
@@ -106,5 +109,6 @@ pub(crate) async fn open(
         sock,
         tls,
         out: WriteQueue::default(),
+        low_water: RecvLowWater::default(),
     })
 }

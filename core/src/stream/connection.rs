@@ -127,6 +127,15 @@ impl Connection {
         }
     }
 
+    /// Bytes that must arrive before a message can complete: a partly received frame's rest
+    /// (0 for lines, whose length is unknown until the delimiter).
+    pub(crate) fn missing_frame_bytes(&self) -> usize {
+        match self {
+            Self::Ws(c) => c.missing_frame_bytes(),
+            Self::Lines(_) => 0,
+        }
+    }
+
     pub(crate) fn read_buffer_capacity(&self) -> usize {
         match self {
             Self::Ws(c) => c.read_buffer_capacity(),

@@ -27,6 +27,11 @@ use crate::ws::CloseInitiator;
 /// Streams per SUBSCRIBE message when (re)subscribing many at once.
 const STREAMS_PER_REQUEST: usize = 200;
 
+/// Smallest rest of a frame (bytes) that [`Stream::read_low_water`] asks the kernel to wait
+/// for: below it, setting the option (a system call, twice per frame) would cost about what
+/// the wake-ups it saves do.
+pub const LOW_WATER_MIN: usize = 64 * 1024;
+
 /// The two Betfair feeds, as indexes into the per-feed arrays.
 #[derive(Debug, Clone, Copy)]
 enum Feed {
@@ -212,6 +217,30 @@ impl Stream {
     /// Whether there is a live connection to read from.
     pub fn is_connected(&self) -> bool {
         self.conn.is_some()
+    }
+
+    /// The fewest bytes worth waking up to read (≥ 1): while a frame of at least
+    /// [`LOW_WATER_MIN`] bytes is partly received, the bytes still missing from it — no
+    /// message can complete with fewer, so reading them piecemeal only costs wake-ups (a
+    /// 454 KB frame over loopback arrives in five or more pieces); 1 otherwise, and while
+    /// the idle probe is out, so that bytes trickling in still count as life. Event loops
+    /// with non-blocking reads set it as the socket's `SO_RCVLOWAT` after each wake-up's
+    /// reads (an end of stream or an error still wakes them; both adapters do, through
+    /// `feedwire-sockopt`); a blocking read must not (Linux may then wake it only at its
+    /// timeout). Over TLS, pass it through
+    /// [`TlsSession::read_low_water`](crate::TlsSession::read_low_water).
+    pub fn read_low_water(&self) -> usize {
+        let missing = match &self.conn {
+            Some(conn) if !self.probing && matches!(self.state, StreamState::Open) => {
+                conn.missing_frame_bytes()
+            }
+            _ => 0,
+        };
+        if missing >= LOW_WATER_MIN {
+            missing
+        } else {
+            1
+        }
     }
 
     // ----- input -----

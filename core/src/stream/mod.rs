@@ -15,6 +15,6 @@ pub use config::{BetfairAuth, Profile, ReconnectPolicy, StreamConfig, Timeouts};
 pub use event::{
     DataHandler, DataRef, EndReason, RequestKind, StreamEvent, StreamState, TransportCommand,
 };
-pub use machine::Stream;
+pub use machine::{Stream, LOW_WATER_MIN};
 pub use profile::BetfairSubscription;
 pub use stats::{StatsHandle, StatsSnapshot};

@@ -207,6 +207,13 @@ impl WebSocketClient {
         self.rb.release_if_empty()
     }
 
+    /// Bytes still missing from the frame being received, once its header is in; 0 when no
+    /// frame is partly received or its length is not known yet. No message can complete
+    /// before that many more bytes arrive.
+    pub fn missing_frame_bytes(&self) -> usize {
+        self.rb.frame_rest()
+    }
+
     // ----- input -----
 
     /// Space for the next read: at most [`WsConfig::max_read_size`] bytes, never empty.
