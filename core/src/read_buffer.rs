@@ -13,10 +13,11 @@
 //! still held, else to a fresh block, and the old block is freed once the application drops
 //! the last message that points into it. A read that starts inside a frame of known length
 //! over [`SMALL_PARTIAL`] bytes ends at that frame's end: no part of the next frame is left
-//! over to move, and a lending stream's next read starts at the block's front. A block nothing was cut from (every message lent)
-//! grows in place as reads ramp up: one allocation faulted in, not one per doubling. A frame
-//! larger than a block gets a block of exactly its size; the block after it is normal-sized
-//! again, so one large message never doubles the buffer for good.
+//! over to move, and a lending stream's next read starts at the block's front. A block
+//! nothing was cut from (every message lent) grows in place as reads ramp up: one allocation
+//! faulted in, not one per doubling. A frame larger than a block gets a block of exactly its
+//! size; the block after it is normal-sized again, so one large message never doubles the
+//! buffer for good.
 //!
 //! Zero-fill: handing out `&mut [u8]` without `unsafe` needs initialised bytes. Each byte of
 //! a block is zeroed once, right before it is first offered; bytes offered but not filled by a

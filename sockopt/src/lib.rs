@@ -231,6 +231,19 @@ mod tests {
         (client, server)
     }
 
+    /// A non-blocking client registered for edge-triggered readability, as the adapters
+    /// use it, and its blocking peer.
+    fn registered_pair() -> (mio::net::TcpStream, TcpStream, mio::Poll) {
+        let (client, server) = pair();
+        client.set_nonblocking(true).unwrap();
+        let mut client = mio::net::TcpStream::from_std(client);
+        let poll = mio::Poll::new().unwrap();
+        poll.registry()
+            .register(&mut client, mio::Token(0), mio::Interest::READABLE)
+            .unwrap();
+        (client, server, poll)
+    }
+
     #[test]
     fn the_mark_reads_back_as_set() {
         let (client, _server) = pair();
@@ -247,16 +260,9 @@ mod tests {
         // fewer bytes than the mark raise no event; the mark's worth does; the peer's end
         // does even below the mark. (An event that should not come would come within µs
         // over loopback; 100 ms without one is not a race.)
-        use mio::{Events, Interest, Poll, Token};
-        let (client, mut server) = pair();
-        client.set_nonblocking(true).unwrap();
-        let mut client = mio::net::TcpStream::from_std(client);
-        let mut poll = Poll::new().unwrap();
-        poll.registry()
-            .register(&mut client, Token(0), Interest::READABLE)
-            .unwrap();
-        let mut events = Events::with_capacity(8);
-        let mut wait = |poll: &mut Poll| {
+        let (mut client, mut server, mut poll) = registered_pair();
+        let mut events = mio::Events::with_capacity(8);
+        let mut wait = |poll: &mut mio::Poll| {
             poll.poll(&mut events, Some(Duration::from_millis(100)))
                 .unwrap();
             events.iter().any(|e| e.is_readable() || e.is_read_closed())
@@ -285,15 +291,8 @@ mod tests {
     fn lowering_the_mark_raises_the_event_for_bytes_already_queued() {
         // A transport lowers the mark after bytes below it arrived (the idle probe went
         // out): the kernel must signal them now, not at the next arrival.
-        use mio::{Events, Interest, Poll, Token};
-        let (client, mut server) = pair();
-        client.set_nonblocking(true).unwrap();
-        let mut client = mio::net::TcpStream::from_std(client);
-        let mut poll = Poll::new().unwrap();
-        poll.registry()
-            .register(&mut client, Token(0), Interest::READABLE)
-            .unwrap();
-        let mut events = Events::with_capacity(8);
+        let (mut client, mut server, mut poll) = registered_pair();
+        let mut events = mio::Events::with_capacity(8);
         let mut mark = RecvLowWater::default();
         mark.set(&client, 20_000).unwrap();
         assert_eq!(mark.current(), 20_000);

@@ -28,8 +28,8 @@ use crate::ws::CloseInitiator;
 const STREAMS_PER_REQUEST: usize = 200;
 
 /// Smallest rest of a frame (bytes) that [`Stream::read_low_water`] asks the kernel to wait
-/// for: below it, setting the option (a system call, twice per frame) would cost about what
-/// the wake-ups it saves do.
+/// for: below it, setting the option (two or three system calls per frame) would cost about
+/// what the wake-ups it saves do.
 pub const LOW_WATER_MIN: usize = 64 * 1024;
 
 /// The two Betfair feeds, as indexes into the per-feed arrays.
