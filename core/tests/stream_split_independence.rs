@@ -26,6 +26,9 @@ enum Item {
     Ping,
     Fragmented(u16),
     NotJson,
+    /// A data message of this many payload bytes, over 16 KiB: a read that starts inside
+    /// its frame stops at the frame's end.
+    Large(u32),
 }
 
 fn item() -> impl Strategy<Value = Item> {
@@ -39,6 +42,31 @@ fn item() -> impl Strategy<Value = Item> {
         1 => any::<u16>().prop_map(Item::Fragmented),
         1 => Just(Item::NotJson),
     ]
+}
+
+/// Small messages with large ones among them.
+fn large_or_small() -> impl Strategy<Value = Item> {
+    prop_oneof![
+        2 => any::<u16>().prop_map(Item::Data),
+        1 => (16_400u32..300_000).prop_map(Item::Large),
+        1 => Just(Item::Ping),
+    ]
+}
+
+/// Reads for large messages: a few bytes, a few KB, or hundreds of KB, cycled; one large
+/// read per cycle at least, so that megabytes take hundreds of reads, not millions.
+fn large_chunks() -> impl Strategy<Value = Vec<usize>> {
+    (
+        prop::collection::vec(
+            prop_oneof![1usize..64, 1000usize..20_000, 20_000usize..400_000],
+            0..5,
+        ),
+        20_000usize..400_000,
+    )
+        .prop_map(|(mut reads, large)| {
+            reads.push(large);
+            reads
+        })
 }
 
 /// Reads of these sizes, cycled (then one read of whatever is left per `read_buf`).
@@ -104,6 +132,11 @@ fn binance_bytes(items: &[Item], shutdown_at_end: bool, trailing: &[u8]) -> Vec<
                 f
             }
             Item::NotJson => text("pong".to_owned()),
+            Item::Large(len) => text(padded(
+                format!(r#"{{"stream":"btcusdt@ticker","data":{{"a":{i},"d":""#),
+                *len,
+                "\"}}",
+            )),
         });
     }
     if shutdown_at_end {
@@ -116,6 +149,14 @@ fn binance_bytes(items: &[Item], shutdown_at_end: bool, trailing: &[u8]) -> Vec<
     // Whatever follows (garbage included) must not change the report either.
     out.extend_from_slice(trailing);
     out
+}
+
+/// `head`, then `x` up to `len` bytes in all with `tail`.
+fn padded(mut head: String, len: u32, tail: &str) -> String {
+    let fill = (len as usize).saturating_sub(head.len() + tail.len());
+    head.extend(std::iter::repeat_n('x', fill));
+    head.push_str(tail);
+    head
 }
 
 /// Everything observable: the events (Debug form, payloads included) and what was sent.
@@ -168,6 +209,11 @@ fn betfair_bytes(items: &[Item]) -> Vec<u8> {
             Item::Ping => r#"{"op":"mcm","id":2,"ct":"HEARTBEAT","pt":5}"#.to_owned(),
             Item::Fragmented(n) => format!(r#" {{ "op" : "mcm", "clk" : "S{n}", "mc" : [] }}"#),
             Item::NotJson => "pong".to_owned(),
+            Item::Large(len) => padded(
+                format!(r#"{{"op":"mcm","id":2,"clk":"L{i}","pt":{i},"mc":[{{"id":""#),
+                *len,
+                "\"}]}",
+            ),
         };
         out.extend_from_slice(line.as_bytes());
         out.extend_from_slice(b"\r\n");
@@ -223,6 +269,25 @@ proptest! {
         let whole = betfair_run(&items, &[1 << 20], Mode::Queue);
         prop_assert_eq!(betfair_run(&items, &chunks, Mode::Queue), whole.clone());
         prop_assert_eq!(betfair_run(&items, &[1 << 20], Mode::Lend), whole.clone());
+        prop_assert_eq!(betfair_run(&items, &chunks, Mode::Lend), whole);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn large_messages_do_not_depend_on_read_boundaries(
+        items in prop::collection::vec(large_or_small(), 1..8),
+        chunks in large_chunks(),
+    ) {
+        let items = [vec![Item::Data(0)], items].concat();
+        let whole = binance_run(&items, false, &[], &[1 << 20], Mode::Queue);
+        prop_assert!(!whole.0.contains("Crashed") && !whole.0.contains("Failed"), "{}", whole.0);
+        prop_assert_eq!(&binance_run(&items, false, &[], &chunks, Mode::Queue), &whole);
+        prop_assert_eq!(&binance_run(&items, false, &[], &chunks, Mode::Lend), &whole);
+        let whole = betfair_run(&items, &[1 << 20], Mode::Queue);
+        prop_assert_eq!(betfair_run(&items, &chunks, Mode::Queue), whole.clone());
         prop_assert_eq!(betfair_run(&items, &chunks, Mode::Lend), whole);
     }
 }
