@@ -514,6 +514,18 @@ mod tests {
         }
     }
 
+    /// What the engine does after a read of frames all `frame` bytes long: the complete ones
+    /// lent (discarded) or cut out, and the partial one's length announced.
+    fn take_whole_frames(rb: &mut ReadBuffer, frame: usize, lend: bool) {
+        let whole = rb.filled().len() / frame * frame;
+        if lend {
+            rb.discard(whole);
+        } else {
+            drop(rb.consume(whole));
+        }
+        rb.set_frame_hint(if rb.filled().is_empty() { 0 } else { frame });
+    }
+
     #[test]
     fn full_offers_ramp_reads_to_max_read_size_whatever_the_frame_size() {
         // A sender that always has more: every offer is filled. Frames of one size, lent
@@ -529,13 +541,7 @@ mod tests {
                     let offered = rb.read_buf().len();
                     largest = largest.max(offered);
                     rb.commit(offered);
-                    let whole = rb.filled().len() / frame * frame;
-                    if lend {
-                        rb.discard(whole);
-                    } else {
-                        drop(rb.consume(whole));
-                    }
-                    rb.set_frame_hint(if rb.filled().is_empty() { 0 } else { frame });
+                    take_whole_frames(&mut rb, frame, lend);
                 }
                 assert_eq!(largest, MAX, "frame {frame}, lent {lend}");
             }
@@ -612,13 +618,7 @@ mod tests {
                 if partial > 0 {
                     assert_eq!(pos % FRAME, 0, "lent {lend}: a read ran past the frame");
                 }
-                let whole = rb.filled().len() / FRAME * FRAME;
-                if lend {
-                    rb.discard(whole);
-                } else {
-                    drop(rb.consume(whole));
-                }
-                rb.set_frame_hint(if rb.filled().is_empty() { 0 } else { FRAME });
+                take_whole_frames(&mut rb, FRAME, lend);
             }
             assert_eq!(largest, MAX, "lent {lend}");
             if lend {
