@@ -131,13 +131,14 @@ pub fn large_messages_arrive_exactly(adapter: &dyn Adapter) {
     }
 }
 
-/// A 256 KB frame trickling in, 16 KB every 100 ms, past two idle timeouts (400 ms): the
-/// stream waits for the frame's rest (`SO_RCVLOWAT`), but the idle probe lowers the mark
-/// again, so the trickle still counts as life — the message arrives and the connection
-/// is not ended as silent.
+/// An 80 KB frame trickling in, 1 KB every 50 ms (4 s): the stream waits for the frame's
+/// rest (`SO_RCVLOWAT`; capped at a quarter of a fresh socket's receive buffer, 32 KiB on
+/// Linux's defaults, still more than arrives in an idle period), but the idle probe lowers
+/// the mark again, so the trickle counts as life — the message arrives and the connection is
+/// not ended as silent.
 pub fn a_large_frame_trickling_in_is_not_taken_for_silence(adapter: &dyn Adapter) {
-    const LEN: usize = 256 * 1024;
-    const PIECE: usize = 16 * 1024;
+    const LEN: usize = 80 * 1024;
+    const PIECE: usize = 1024;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let mut payload = br#"{"e":"big","d":""#.to_vec();
@@ -151,14 +152,16 @@ pub fn a_large_frame_trickling_in_is_not_taken_for_silence(adapter: &dyn Adapter
             if sock.write_all(piece).is_err() {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(50));
         }
         // Keep the connection open until the client is done.
         let mut buf = [0u8; 4096];
         while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
     });
     let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
-    config.timeouts.idle = Some(Duration::from_millis(400));
+    // Without the probe's lower mark no read would come for ~1.6 s (32 KiB) and the stream
+    // would be ended as silent at 1 s; with it, the server may stall up to 1 s unnoticed.
+    config.timeouts.idle = Some(Duration::from_millis(500));
     config.reconnect.enabled = false;
     let mut s = adapter.start(config, None, CAPACITY);
     loop {
