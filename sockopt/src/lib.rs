@@ -115,9 +115,13 @@ impl RecvLowWater {
             return Ok(());
         }
         if target > 1 {
-            target = match recv_buffer_size(sock) {
-                Ok(buffer) if self.can_raise => target.min(buffer / 4).max(1),
-                _ => 1,
+            target = match self.can_raise.then(|| recv_buffer_size(sock)) {
+                Some(Ok(buffer)) => target.min(buffer / 4).max(1),
+                Some(Err(_)) => {
+                    self.can_raise = false;
+                    1
+                }
+                None => 1,
             };
         }
         if target == self.current {
