@@ -318,12 +318,8 @@ impl TlsSession {
             return Err(e);
         }
         let processed = self.process_records(sink);
-        let handed = self.hand_over_gathered(sink);
+        let handed = hand_over(sink, &mut self.held, &mut self.gathered);
         processed.and(handed)
-    }
-
-    fn hand_over_gathered(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
-        hand_over(sink, &mut self.held, &mut self.gathered)
     }
 
     fn process_records(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {

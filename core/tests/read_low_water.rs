@@ -41,6 +41,11 @@ fn a_large_frame_asks_for_its_rest_until_it_completes() {
     let (frame, header) = big_frame(300_000);
     h.feed(&frame[..header + 10_000]);
     assert_eq!(h.s.read_low_water(), 290_000);
+    assert_eq!(
+        h.s.socket_low_water(None),
+        290_000,
+        "no TLS: the same bytes"
+    );
     h.feed(&frame[header + 10_000..header + 210_000]);
     assert_eq!(h.s.read_low_water(), 90_000);
     h.feed(&frame[header + 210_000..]);

@@ -601,11 +601,7 @@ fn set_low_water(e: &mut Entry, now: Instant) {
     let Some(sock) = e.sock.as_mut().filter(|s| s.ready) else {
         return;
     };
-    let wanted = e.stream.read_low_water();
-    let wanted = match sock.tls.as_ref() {
-        Some(tls) => tls.read_low_water(wanted),
-        None => wanted,
-    };
+    let wanted = e.stream.socket_low_water(sock.tls.as_ref());
     if let Err(err) = sock.low_water.set(&sock.tcp, wanted) {
         e.stream
             .handle_transport_error(&format!("SO_RCVLOWAT: {err}"), now);

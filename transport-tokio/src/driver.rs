@@ -488,11 +488,7 @@ impl Driver {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(());
         };
-        let wanted = self.stream.read_low_water();
-        let wanted = match conn.tls.as_ref() {
-            Some(tls) => tls.read_low_water(wanted),
-            None => wanted,
-        };
+        let wanted = self.stream.socket_low_water(conn.tls.as_ref());
         conn.low_water.set(&conn.sock, wanted)
     }
 

@@ -22,6 +22,7 @@ use crate::error::{ConfigError, StreamError};
 use crate::offer::{Lent, Owned, TakeNothing};
 use crate::rng::{MaskRng, Seed};
 use crate::route::{Classifier, HeadShapes, RequestId, Routed, Router, Verdict};
+use crate::tls::TlsSession;
 use crate::ws::CloseInitiator;
 
 /// Streams per SUBSCRIBE message when (re)subscribing many at once.
@@ -227,8 +228,7 @@ impl Stream {
     /// with non-blocking reads set it as the socket's `SO_RCVLOWAT` after each wake-up's
     /// reads (an end of stream or an error still wakes them; both adapters do, through
     /// `feedwire-sockopt`); a blocking read must not (Linux may then wake it only at its
-    /// timeout). Over TLS, pass it through
-    /// [`TlsSession::read_low_water`](crate::TlsSession::read_low_water).
+    /// timeout). In the socket's bytes, TLS or not: [`socket_low_water`](Self::socket_low_water).
     pub fn read_low_water(&self) -> usize {
         let missing = match &self.conn {
             Some(conn) if !self.probing && matches!(self.state, StreamState::Open) => {
@@ -240,6 +240,17 @@ impl Stream {
             missing
         } else {
             1
+        }
+    }
+
+    /// [`read_low_water`](Self::read_low_water) in the socket's bytes: through `tls`
+    /// ([`TlsSession::read_low_water`]) when the
+    /// connection has it. What an event loop sets as `SO_RCVLOWAT`.
+    pub fn socket_low_water(&self, tls: Option<&TlsSession>) -> usize {
+        let wanted = self.read_low_water();
+        match tls {
+            Some(tls) => tls.read_low_water(wanted),
+            None => wanted,
         }
     }
 
