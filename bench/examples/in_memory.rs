@@ -8,8 +8,10 @@
 //! queueing every message as an event. `--nexus` runs nexus-web's frame reader (the best peer
 //! in the socket runs: zero-copy, simdutf8; no classification, no stream machine) over the
 //! same bytes, copied in the same 256 KiB pieces — the library-against-library comparison
-//! without the kernel's noise (WebSocket scenarios). `--limit` runs the benchmark's raw line
-//! splitter (memchr over the same 256 KiB pieces, counting lines) for lines scenarios.
+//! without the kernel's noise (WebSocket scenarios). `--limit` runs the benchmark's raw
+//! reader over the same 256 KiB pieces: its frame-header walk (WebSocket) or its memchr line
+//! splitter (lines); `--limit-utf8` the frame walk with feedwire's UTF-8 validation of text
+//! (the benchmark's `limit-utf8`).
 //!
 //! `--tls` sends the same bytes through TLS: a rustls server in memory (test CA) encrypts them
 //! as a server writing the whole stream at once would (full 16 KiB records; `--record N`
@@ -18,12 +20,13 @@
 //! its own read size and moving the plaintext into the stream, which lends its messages —
 //! decryption and every copy the TLS layer makes included.
 //!
-//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend | --nexus | --limit] [--tls [--record N]]`
+//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend | --nexus | --limit | --limit-utf8] [--tls [--record N]]`
 #![allow(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
 
 use std::io::{Read, Write};
 use std::time::Instant;
 
+use feedwire_bench::{LimitFrames, Recorder};
 use feedwire_core::rustls::ServerConnection;
 use feedwire_core::testing::{accept_response, server_frame};
 use feedwire_core::{
@@ -120,6 +123,7 @@ fn open_stream(scenario: Scenario, now: Instant) -> Stream {
 }
 
 /// nexus-web's reader over `bytes`, fed like [`feed`]: (messages, payload bytes).
+#[inline(never)]
 fn feed_nexus(bytes: &[u8]) -> Result<(usize, usize), String> {
     let mut reader = FrameReader::builder()
         .role(Role::Client)
@@ -148,6 +152,21 @@ fn feed_nexus(bytes: &[u8]) -> Result<(usize, usize), String> {
         }
     }
     Ok((messages, payload_bytes))
+}
+
+/// The benchmark's raw frame walk over `bytes` (`validate`: with feedwire's UTF-8 check of
+/// text), copied in pieces like [`feed`]: (messages, payload bytes).
+#[inline(never)]
+fn feed_limit_frames(bytes: &[u8], validate: bool) -> Result<(usize, usize), String> {
+    let mut buf = vec![0u8; READ];
+    let mut frames = LimitFrames::new(validate);
+    let mut rec = Recorder::new(u64::MAX, false);
+    for piece in bytes.chunks(READ) {
+        buf[..piece.len()].copy_from_slice(piece);
+        frames.feed(&buf[..piece.len()], &mut rec)?;
+    }
+    let messages = usize::try_from(rec.messages()).map_err(|e| e.to_string())?;
+    Ok((messages, bytes.len()))
 }
 
 /// The raw line splitter over `bytes`, copied like [`feed`]: (lines, line bytes without
@@ -348,22 +367,27 @@ fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let name = args
         .next()
-        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R] [--lend | --nexus | --limit] [--tls [--record N]]")?;
+        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R] [--lend | --nexus | --limit | --limit-utf8] [--tls [--record N]]")?;
     let scenario = Scenario::from_name(&name).ok_or_else(|| format!("unknown scenario {name}"))?;
     let (mut count, mut repeat) = (scenario.default_count(), 5);
-    let (mut lend, mut nexus, mut limit, mut tls) = (false, false, false, false);
+    let (mut lend, mut nexus, mut limit, mut limit_utf8, mut tls) =
+        (false, false, false, false, false);
     let mut record = 16 * 1024;
     while let Some(flag) = args.next() {
         match flag.as_str() {
             "--lend" => lend = true,
             "--nexus" if !scenario.is_lines() => nexus = true,
             "--nexus" => return Err("--nexus: WebSocket scenarios only".to_owned()),
-            "--limit" if scenario.is_lines() => limit = true,
-            "--limit" => return Err("--limit: lines scenarios only".to_owned()),
+            "--limit" => limit = true,
+            "--limit-utf8" if !scenario.is_lines() => limit_utf8 = true,
+            "--limit-utf8" => return Err("--limit-utf8: WebSocket scenarios only".to_owned()),
             "--tls" => tls = true,
             _ => {}
         }
-        if matches!(flag.as_str(), "--lend" | "--nexus" | "--limit" | "--tls") {
+        if matches!(
+            flag.as_str(),
+            "--lend" | "--nexus" | "--limit" | "--limit-utf8" | "--tls"
+        ) {
             continue;
         }
         let value: usize = args
@@ -393,8 +417,10 @@ fn main() -> Result<(), String> {
             let started = Instant::now();
             let (messages, payload_bytes) = if nexus {
                 feed_nexus(&bytes)?
-            } else if limit {
+            } else if limit && scenario.is_lines() {
                 feed_limit_lines(&bytes)
+            } else if limit || limit_utf8 {
+                feed_limit_frames(&bytes, limit_utf8)?
             } else {
                 feed(&mut s, &bytes, now, lend)
             };

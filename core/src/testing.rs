@@ -75,3 +75,34 @@ pub fn shaped_verdicts_differ<'a>(
         classifier.verdict_by_shape(head, &mut shapes) != classifier.verdict_by_scan(head)
     })
 }
+
+/// The UTF-8 validation feedwire applies to text messages, on its own: the whole-message
+/// check a frame that arrived in one read gets, and the streaming check for a message that
+/// arrives in pieces. For the benchmark's `limit-utf8` reader, which adds exactly this cost
+/// to the raw read loop so that a table can tell validation from the rest of the library.
+#[derive(Debug, Default, Clone)]
+pub struct TextValidator {
+    stream: crate::utf8::Utf8Stream,
+}
+
+impl TextValidator {
+    /// Whether `payload`, a whole message, is valid UTF-8.
+    pub fn whole(payload: &[u8]) -> bool {
+        crate::utf8::is_valid(payload)
+    }
+
+    /// The next piece of a message arriving in pieces; false once it cannot be valid.
+    pub fn feed(&mut self, piece: &[u8]) -> bool {
+        self.stream.feed(piece).is_ok()
+    }
+
+    /// The message's last piece: false if the message is not valid UTF-8. Resets for the
+    /// next message.
+    pub fn feed_last(&mut self, piece: &[u8]) -> bool {
+        let valid = self.stream.feed_last(piece).is_ok();
+        if !valid {
+            self.stream = crate::utf8::Utf8Stream::default();
+        }
+        valid
+    }
+}

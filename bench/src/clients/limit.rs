@@ -1,11 +1,16 @@
 //! The limit: what reading the bytes costs with no library at all. WebSocket: 256 KiB reads,
 //! frame headers parsed only to find message boundaries, payloads untouched (no UTF-8
-//! validation). Lines: 256 KiB reads and a memchr newline count. Over TLS the reads go
+//! validation). Lines: 256 KiB reads and a memchr newline count. `limit-utf8` is the same
+//! WebSocket reader plus the UTF-8 validation feedwire gives text messages
+//! ([`TextValidator`]): between the two rows lies the cost of validation, between
+//! `limit-utf8` and a feedwire row the cost of everything else the library does. Over TLS the reads go
 //! through rustls's own blocking stream (`StreamOwned`, the buffered `ClientConnection`):
 //! what reading costs with TLS as rustls's documentation sets it up and no other library.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+
+use feedwire_core::testing::TextValidator;
 
 use super::{err, Extra, Target, STALL};
 use crate::recorder::Recorder;
@@ -16,13 +21,31 @@ pub const READ: usize = 256 * 1024;
 const HEAD: usize = feedwire_replay::STAMP_WITHIN;
 
 pub(super) fn run(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
+    connect_and_receive(target, rec, false)
+}
+
+/// [`run`] with text payloads validated as UTF-8, as feedwire validates them.
+pub(super) fn run_utf8(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
+    connect_and_receive(target, rec, true)
+}
+
+fn connect_and_receive(
+    target: &Target,
+    rec: Recorder,
+    validate: bool,
+) -> Result<(Recorder, Extra), String> {
     let sock = TcpStream::connect(&target.addr).map_err(|e| err("connect")(&e))?;
     sock.set_nodelay(true).map_err(|e| err("nodelay")(&e))?;
     sock.set_read_timeout(Some(STALL))
         .map_err(|e| err("timeout")(&e))?;
     match target.tls.as_ref() {
-        Some(config) => receive(super::tls::blocking(target, config, sock)?, target, rec),
-        None => receive(sock, target, rec),
+        Some(config) => receive(
+            super::tls::blocking(target, config, sock)?,
+            target,
+            rec,
+            validate,
+        ),
+        None => receive(sock, target, rec, validate),
     }
 }
 
@@ -30,17 +53,18 @@ fn receive(
     mut sock: impl Read + Write,
     target: &Target,
     mut rec: Recorder,
+    validate: bool,
 ) -> Result<(Recorder, Extra), String> {
     let mut buf = vec![0u8; READ];
     if target.lines {
         lines(&mut sock, &mut buf, &mut rec)?;
     } else {
         let (start, end) = handshake(&mut sock, target, &mut buf)?;
-        let mut frames = Frames::default();
-        if !frames.feed(&buf[start..end], &mut rec) {
+        let mut frames = Frames::new(validate);
+        if !frames.feed(&buf[start..end], &mut rec)? {
             loop {
                 let n = read(&mut sock, &mut buf)?;
-                if frames.feed(&buf[..n], &mut rec) {
+                if frames.feed(&buf[..n], &mut rec)? {
                     break;
                 }
             }
@@ -85,39 +109,61 @@ fn handshake(
     }
 }
 
-/// Frame boundaries across reads.
-struct Frames {
+/// The limit's WebSocket reader: finds message boundaries across reads from the frame
+/// headers alone (server frames, unmasked), and with `validate` checks text payloads.
+#[derive(Debug)]
+pub struct Frames {
     /// Payload bytes of the current frame not yet seen.
     left: u64,
     len: usize,
     in_frame: bool,
+    /// The current frame is a data frame (not a control frame: those are skipped).
+    data_frame: bool,
     header: [u8; 14],
     header_len: usize,
     head: [u8; HEAD],
     head_len: usize,
+    /// Validate text payloads (`limit-utf8`).
+    validate: bool,
+    /// The message in progress is text (its first frame was), so its frames are validated.
+    text: bool,
+    /// The current frame is its message's last (FIN).
+    fin: bool,
+    /// The current frame is a whole text message (a text frame with FIN).
+    whole_message: bool,
+    utf8: TextValidator,
 }
 
-impl Default for Frames {
-    fn default() -> Self {
+impl Frames {
+    /// A reader at a frame boundary; `validate`: check text payloads as feedwire does.
+    pub fn new(validate: bool) -> Self {
         Self {
             left: 0,
             len: 0,
             in_frame: false,
+            data_frame: false,
             header: [0; 14],
             header_len: 0,
             head: [0; HEAD],
             head_len: 0,
+            validate,
+            text: false,
+            fin: true,
+            whole_message: false,
+            utf8: TextValidator::default(),
         }
     }
-}
 
-impl Frames {
-    /// Returns true once the recorder is complete.
-    fn feed(&mut self, mut data: &[u8], rec: &mut Recorder) -> bool {
+    /// Returns true once the recorder is complete; an error for a text payload that is not
+    /// UTF-8.
+    pub fn feed(&mut self, mut data: &[u8], rec: &mut Recorder) -> Result<bool, String> {
         let want_head = rec.wants_head();
         while !data.is_empty() {
             if self.in_frame {
                 let take = (self.left.min(data.len() as u64)) as usize;
+                if self.validate && self.data_frame && self.text && !self.valid(&data[..take]) {
+                    return Err("a text message is not valid UTF-8".to_owned());
+                }
                 if want_head && self.head_len < HEAD {
                     let n = take.min(HEAD - self.head_len);
                     self.head[self.head_len..self.head_len + n].copy_from_slice(&data[..n]);
@@ -127,40 +173,33 @@ impl Frames {
                 self.left -= take as u64;
                 if self.left == 0 {
                     self.in_frame = false;
-                    if rec.on_message(self.len, &self.head[..self.head_len]) {
-                        return true;
+                    if self.data_frame && rec.on_message(self.len, &self.head[..self.head_len]) {
+                        return Ok(true);
                     }
                 }
                 continue;
             }
-            // Header: 2 bytes, then 0, 2 or 8 bytes of extended length (server frames are
-            // unmasked).
-            let need = |h: &[u8]| match h.get(1).map(|b| b & 0x7F) {
-                None => 2,
-                Some(126) => 4,
-                Some(127) => 10,
-                Some(_) => 2,
+            let Some((b0, len)) = self.header(&mut data) else {
+                return Ok(false);
             };
-            while self.header_len < need(&self.header[..self.header_len]) && !data.is_empty() {
-                self.header[self.header_len] = data[0];
-                self.header_len += 1;
-                data = &data[1..];
+            let data_frame = b0 & 0x0F != 0x8 && b0 & 0x08 == 0;
+            self.data_frame = data_frame;
+            if data_frame {
+                self.fin = b0 & 0x80 != 0;
+                match b0 & 0x0F {
+                    0x1 => self.text = true,
+                    0x2 => self.text = false,
+                    _ => {} // a continuation: its message's kind
+                }
+                self.whole_message = b0 & 0x0F == 0x1 && self.fin;
             }
-            let h = &self.header[..self.header_len];
-            if h.len() < need(h) {
-                return false;
-            }
-            let len = match h[1] & 0x7F {
-                126 => u64::from(u16::from_be_bytes([h[2], h[3]])),
-                127 => u64::from_be_bytes(h[2..10].try_into().expect("8 bytes")),
-                n => u64::from(n),
-            };
-            let data_frame = h[0] & 0x0F != 0x8 && h[0] & 0x08 == 0;
-            self.header_len = 0;
             self.head_len = 0;
             if len == 0 {
+                if data_frame && self.validate && self.text && self.fin && !self.valid(&[]) {
+                    return Err("a text message is not valid UTF-8".to_owned());
+                }
                 if data_frame && rec.on_message(0, &[]) {
-                    return true;
+                    return Ok(true);
                 }
                 continue;
             }
@@ -179,7 +218,71 @@ impl Frames {
             self.len = len as usize;
             self.in_frame = true;
         }
-        false
+        Ok(false)
+    }
+
+    /// The next frame's first byte and payload length, its header taken off `data`: read in
+    /// place when `data` holds all of it (nearly always), else gathered across reads. A
+    /// header is 2 bytes, then 0, 2 or 8 bytes of extended length (server frames are
+    /// unmasked).
+    #[inline(always)]
+    fn header(&mut self, data: &mut &[u8]) -> Option<(u8, u64)> {
+        if self.header_len == 0 {
+            if let [b0, b1, ref rest @ ..] = **data {
+                match b1 & 0x7F {
+                    126 if rest.len() >= 2 => {
+                        *data = &rest[2..];
+                        return Some((b0, u16::from_be_bytes([rest[0], rest[1]]).into()));
+                    }
+                    127 if rest.len() >= 8 => {
+                        *data = &rest[8..];
+                        let len = u64::from_be_bytes(rest[..8].try_into().expect("8 bytes"));
+                        return Some((b0, len));
+                    }
+                    126 | 127 => {}
+                    n => {
+                        *data = rest;
+                        return Some((b0, n.into()));
+                    }
+                }
+            }
+        }
+        let need = |h: &[u8]| match h.get(1).map(|b| b & 0x7F) {
+            None => 2,
+            Some(126) => 4,
+            Some(127) => 10,
+            Some(_) => 2,
+        };
+        while self.header_len < need(&self.header[..self.header_len]) && !data.is_empty() {
+            self.header[self.header_len] = data[0];
+            self.header_len += 1;
+            *data = &data[1..];
+        }
+        let h = &self.header[..self.header_len];
+        if h.len() < need(h) {
+            return None;
+        }
+        let len = match h[1] & 0x7F {
+            126 => u64::from(u16::from_be_bytes([h[2], h[3]])),
+            127 => u64::from_be_bytes(h[2..10].try_into().expect("8 bytes")),
+            n => u64::from(n),
+        };
+        self.header_len = 0;
+        Some((h[0], len))
+    }
+
+    /// Validates `piece` of the current frame's payload, whose unseen bytes (`left`) it
+    /// starts at — as feedwire does: a message whole in one read gets the whole-message
+    /// check, one in pieces the streaming check.
+    fn valid(&mut self, piece: &[u8]) -> bool {
+        let ends_frame = piece.len() as u64 == self.left;
+        if !(ends_frame && self.fin) {
+            self.utf8.feed(piece)
+        } else if self.whole_message && self.left == self.len as u64 {
+            TextValidator::whole(piece)
+        } else {
+            self.utf8.feed_last(piece)
+        }
     }
 }
 
@@ -226,5 +329,62 @@ fn lines(sock: &mut (impl Read + Write), buf: &mut [u8], rec: &mut Recorder) -> 
             head_len += k;
         }
         line_len += n - start;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use feedwire_core::testing::server_frame;
+
+    use super::*;
+
+    /// `wire` fed in two pieces split at every position: Ok(messages) or the error.
+    fn every_split(wire: &[u8], validate: bool) -> Vec<Result<u64, String>> {
+        (0..=wire.len())
+            .map(|at| {
+                let mut frames = Frames::new(validate);
+                let mut rec = Recorder::new(u64::MAX, false);
+                frames.feed(&wire[..at], &mut rec)?;
+                frames.feed(&wire[at..], &mut rec)?;
+                Ok(rec.messages())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn valid_text_passes_whatever_the_split() {
+        let mut wire = server_frame(true, 0x1, "héllo €".as_bytes());
+        wire.extend(server_frame(true, 0x2, b"\xff binary is not checked"));
+        wire.extend(server_frame(true, 0x9, b"\xff ping"));
+        // A text message in two frames, a character cut between them.
+        wire.extend(server_frame(false, 0x1, b"ab\xe2\x82"));
+        wire.extend(server_frame(true, 0x0, b"\xac!"));
+        wire.extend(server_frame(true, 0x1, b""));
+        for result in every_split(&wire, true) {
+            // Frames are counted, not messages: the limit does not join fragments.
+            assert_eq!(result, Ok(5));
+        }
+    }
+
+    #[test]
+    fn invalid_text_fails_whatever_the_split_and_only_when_validating() {
+        let cases: [&[&[u8]]; 3] = [
+            &[b"ok \xff"],
+            &[b"cut at the end \xe2\x82"],
+            &[b"ab\xe2", b"\x28 continuation breaks it"],
+        ];
+        for pieces in cases {
+            let mut wire = Vec::new();
+            for (i, p) in pieces.iter().enumerate() {
+                let opcode = if i == 0 { 0x1 } else { 0x0 };
+                wire.extend(server_frame(i + 1 == pieces.len(), opcode, p));
+            }
+            for result in every_split(&wire, true) {
+                assert!(result.is_err(), "{pieces:?}");
+            }
+            for result in every_split(&wire, false) {
+                assert_eq!(result, Ok(pieces.len() as u64), "{pieces:?}");
+            }
+        }
     }
 }

@@ -14,7 +14,7 @@ mod feedwire;
 mod limit;
 mod tls;
 
-pub use limit::READ as LIMIT_READ_SIZE;
+pub use limit::{Frames as LimitFrames, READ as LIMIT_READ_SIZE};
 mod peers_blocking;
 mod peers_tokio;
 
@@ -99,6 +99,13 @@ pub const ALL: &[Client] = &[
         lines: true,
         peer: false,
         run: limit::run,
+    },
+    Client {
+        name: "limit-utf8",
+        websocket: true,
+        lines: false,
+        peer: false,
+        run: limit::run_utf8,
     },
     Client {
         name: "feedwire-blocking",
