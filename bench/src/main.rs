@@ -143,7 +143,10 @@ fn main() -> ExitCode {
             "# Benchmarks\n\nMachine: {}.\n\nCommand: `cargo run --release -p feedwire-bench -- {}`\n\n{transport}\
              Client CPU per message is user + system time of the benchmark process (the replay \
              server runs in a child process), from the first message to the last. Ratios compare \
-             medians measured side by side in this one run.\n\n{regime}\n\
+             medians measured side by side in this one run. `limit-utf8` is the limit's reader \
+             with feedwire's UTF-8 validation of text added (not a peer): the step from `limit` \
+             to it is what validation costs, the step from it to a feedwire row what the rest \
+             of the library costs.\n\n{regime}\n\
              The feedwire rows include \
              the whole stream machine (classification, statistics, timers, reconnection) and \
              read data lent in place (`handle_read_with`, `Delivery::Lend`, `connect_lending`), \
