@@ -91,18 +91,15 @@ impl TextValidator {
         crate::utf8::is_valid(payload)
     }
 
-    /// The next piece of a message arriving in pieces; false once it cannot be valid.
+    /// The next piece of a message arriving in pieces; false once it cannot be valid (then
+    /// the next message needs a new validator).
     pub fn feed(&mut self, piece: &[u8]) -> bool {
         self.stream.feed(piece).is_ok()
     }
 
-    /// The message's last piece: false if the message is not valid UTF-8. Resets for the
-    /// next message.
+    /// The message's last piece: false if the message is not valid UTF-8 (then the next
+    /// message needs a new validator); true leaves it ready for the next message.
     pub fn feed_last(&mut self, piece: &[u8]) -> bool {
-        let valid = self.stream.feed_last(piece).is_ok();
-        if !valid {
-            self.stream = crate::utf8::Utf8Stream::default();
-        }
-        valid
+        self.stream.feed_last(piece).is_ok()
     }
 }

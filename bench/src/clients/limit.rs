@@ -195,6 +195,7 @@ impl Frames {
             }
             self.head_len = 0;
             if len == 0 {
+                (self.left, self.len) = (0, 0);
                 if data_frame && self.validate && self.text && self.fin && !self.valid(&[]) {
                     return Err("a text message is not valid UTF-8".to_owned());
                 }
