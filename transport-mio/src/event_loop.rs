@@ -87,6 +87,10 @@ pub(crate) struct EventLoop {
     /// left with unread input or undelivered events. Only these are visited, so a wake costs
     /// what happened, not the number of streams.
     ready: Vec<StreamId>,
+    /// The list being serviced: swapped with `ready` each iteration, so that neither is
+    /// allocated again once both have grown (an allocation per wake-up otherwise: per
+    /// message, on a paced stream).
+    servicing: Vec<StreamId>,
     /// When quiet streams' read buffers are released next.
     next_sweep: Instant,
     tls: Arc<ClientConfig>,
@@ -110,6 +114,7 @@ impl EventLoop {
                 streams: Slab::default(),
                 deadlines: Deadlines::default(),
                 ready: Vec::new(),
+                servicing: Vec::new(),
                 next_sweep: Instant::now() + IDLE_RELEASE,
                 tls: options.tls.clone().unwrap_or_else(default_tls_config),
                 options,
@@ -194,12 +199,16 @@ impl EventLoop {
     pub(crate) fn service_ready(&mut self) {
         self.fire_timers();
         self.sweep_idle_buffers();
-        for id in std::mem::take(&mut self.ready) {
+        let mut servicing = std::mem::take(&mut self.servicing);
+        std::mem::swap(&mut servicing, &mut self.ready);
+        for &id in &servicing {
             if let Some(e) = self.streams.get_mut(id.index, id.generation) {
                 e.queued = false;
             }
             self.service(id);
         }
+        servicing.clear();
+        self.servicing = servicing;
     }
 
     /// Queues `id` for service in this iteration (once).

@@ -1,0 +1,234 @@
+//! No allocation per message in steady state — the hot-path rule, checked where it is easiest
+//! to break: a stream at a moderate rate, where every message is its own read and, in the
+//! event loops, its own wake-up (a paced feed, as most production streams are). The core fed
+//! one frame per read, the mio loop and the tokio adapter each fed by a server that writes
+//! one frame per millisecond. Allocations are counted process-wide (`stats_alloc`), so the
+//! tests run one at a time and nothing else in this binary allocates meanwhile (the server
+//! writes pre-encoded frames from a plain thread).
+
+use std::alloc::System;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use feedwire_core::testing::{accept_response, server_frame};
+use feedwire_core::{DataHandler, DataRef, Stream, StreamConfig, StreamEvent};
+use feedwire_mio::{Delivery, MioLoop, MioOptions};
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// The counters are process-wide: one test at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Messages before counting starts (read buffer ramp, first-data path, statistics).
+const WARM_UP: u64 = 50;
+/// Messages counted.
+const MEASURED: u64 = 300;
+
+const PAYLOAD: &[u8] = br#"{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","E":1700000000000,"s":"BTCUSDT","a":1,"p":"43000.10","q":"0.010","f":1,"l":1,"T":1700000000000,"m":true,"M":false}}"#;
+
+fn url(addr: SocketAddr) -> String {
+    format!("ws://{addr}/stream?streams=btcusdt@aggTrade")
+}
+
+/// Counts lent messages; no allocation.
+struct Count(Arc<AtomicU64>);
+
+impl DataHandler for Count {
+    fn on_data(&mut self, _: DataRef<'_>) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn on_event(&mut self, _: StreamEvent) {}
+}
+
+/// Allocations (and reallocations) while `run` goes on.
+fn allocations_during(run: impl FnOnce()) -> usize {
+    let region = Region::new(GLOBAL);
+    run();
+    let change = region.change();
+    change.allocations + change.reallocations
+}
+
+/// A server that accepts one WebSocket client and writes `frames` frames of [`PAYLOAD`], one
+/// per write, `gap` apart; then waits for the client to go.
+fn paced_server(frames: u64, gap: Duration) -> (SocketAddr, JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let frame = server_frame(true, 1, PAYLOAD);
+    let server = thread::spawn(move || {
+        let (mut sock, _) = listener.accept().expect("accept");
+        sock.set_nodelay(true).expect("nodelay");
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = sock.read(&mut buf).expect("request");
+            assert!(n > 0, "the client left during the handshake");
+            request.extend_from_slice(&buf[..n]);
+        }
+        sock.write_all(&accept_response(&request)).expect("accept");
+        for _ in 0..frames {
+            if sock.write_all(&frame).is_err() {
+                return;
+            }
+            thread::sleep(gap);
+        }
+        while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    (addr, server)
+}
+
+#[test]
+fn the_core_allocates_nothing_per_message_read_alone() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut now = Instant::now();
+    let config = StreamConfig::binance_stream("ws://127.0.0.1:1/stream?streams=btcusdt@aggTrade");
+    let mut s = Stream::new(config, [1; 32], now).expect("config");
+    while s.poll_transport().is_some() {}
+    s.handle_connected(now);
+    let mut request = Vec::new();
+    while let Some(c) = s.poll_transmit() {
+        request.extend_from_slice(&c);
+    }
+    let answer = accept_response(&request);
+    let frame = server_frame(true, 1, PAYLOAD);
+    let mut lent = 0u64;
+    let mut read = |s: &mut Stream, bytes: &[u8], now: Instant| {
+        s.read_buf()[..bytes.len()].copy_from_slice(bytes);
+        s.handle_read_with(bytes.len(), now, |_| lent += 1);
+        while s.poll_event().is_some() {}
+        while s.poll_transmit().is_some() {}
+    };
+    read(&mut s, &answer, now);
+    for _ in 0..WARM_UP {
+        now += Duration::from_millis(1);
+        read(&mut s, &frame, now);
+    }
+    let allocations = allocations_during(|| {
+        for _ in 0..MEASURED {
+            now += Duration::from_millis(1);
+            read(&mut s, &frame, now);
+        }
+    });
+    assert!(lent >= WARM_UP + MEASURED - 1, "{lent} messages lent");
+    assert_eq!(allocations, 0, "allocations over {MEASURED} reads");
+}
+
+#[test]
+fn the_mio_loop_allocates_nothing_per_wake_up() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (addr, server) = paced_server(WARM_UP + MEASURED, Duration::from_millis(1));
+    let mut feed = MioLoop::new(MioOptions::default()).expect("loop");
+    let seen = Arc::new(AtomicU64::new(0));
+    let (id, _) = feed
+        .connect(
+            StreamConfig::binance_stream(&url(addr)),
+            Delivery::Lend(Box::new(Count(Arc::clone(&seen)))),
+        )
+        .expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut turn_until = |n: u64, turns: &mut u64| {
+        while seen.load(Ordering::Relaxed) < n {
+            assert!(
+                Instant::now() < deadline,
+                "{} of {n} messages",
+                seen.load(Ordering::Relaxed)
+            );
+            feed.turn(Some(Duration::from_millis(100)), |_| {})
+                .expect("turn");
+            *turns += 1;
+        }
+    };
+    let mut turns = 0;
+    turn_until(WARM_UP, &mut turns);
+    turns = 0;
+    let allocations = allocations_during(|| turn_until(WARM_UP + MEASURED, &mut turns));
+    // Most messages must have been wake-ups of their own, or this proves nothing.
+    assert!(
+        turns >= MEASURED / 2,
+        "only {turns} turns for {MEASURED} messages"
+    );
+    assert!(
+        allocations * 10 < usize::try_from(turns).expect("turns"),
+        "{allocations} allocations in {turns} turns"
+    );
+    feed.stop(id);
+    drop(feed);
+    server.join().expect("server");
+}
+
+#[test]
+fn the_tokio_adapter_allocates_nothing_per_wake_up() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (addr, server) = paced_server(WARM_UP + MEASURED, Duration::from_millis(1));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let seen = Arc::new(AtomicU64::new(0));
+    let (warm_tx, warm_rx) = tokio::sync::oneshot::channel();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let handler = Signal {
+        count: Arc::clone(&seen),
+        warm: Some(warm_tx),
+        done: Some(done_tx),
+    };
+    let allocations = rt.block_on(async move {
+        let handle = feedwire_tokio::connect_lending(
+            StreamConfig::binance_stream(&url(addr)),
+            feedwire_tokio::TokioOptions::default(),
+            handler,
+        )
+        .expect("connect");
+        tokio::time::timeout(Duration::from_secs(20), warm_rx)
+            .await
+            .expect("warm-up in time")
+            .expect("signal");
+        let region = Region::new(GLOBAL);
+        tokio::time::timeout(Duration::from_secs(20), done_rx)
+            .await
+            .expect("messages in time")
+            .expect("signal");
+        let change = region.change();
+        handle.stop();
+        change.allocations + change.reallocations
+    });
+    assert!(seen.load(Ordering::Relaxed) >= WARM_UP + MEASURED);
+    // Every message was a read of its own (1 ms apart): fewer allocations than a tenth of them.
+    assert!(
+        allocations * 10 < usize::try_from(MEASURED).expect("count"),
+        "{allocations} allocations over {MEASURED} messages"
+    );
+    drop(rt);
+    server.join().expect("server");
+}
+
+/// Counts lent messages and signals when the warm-up and the measured messages are in.
+struct Signal {
+    count: Arc<AtomicU64>,
+    warm: Option<tokio::sync::oneshot::Sender<()>>,
+    done: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl DataHandler for Signal {
+    fn on_data(&mut self, _: DataRef<'_>) {
+        let n = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == WARM_UP {
+            if let Some(tx) = self.warm.take() {
+                let _ = tx.send(());
+            }
+        }
+        if n == WARM_UP + MEASURED {
+            if let Some(tx) = self.done.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+
+    fn on_event(&mut self, _: StreamEvent) {}
+}
