@@ -1,5 +1,6 @@
 //! `cargo run --release -p feedwire-bench -- [--quick] [--json PATH] [--markdown PATH]
-//! [--runs N] [--scenario NAME]… [--client NAME]… [--no-latency] [--no-memory] [--pin] [--tls]`
+//! [--runs N] [--scenario NAME]… [--client NAME]… [--no-throughput] [--no-latency] [--no-memory]
+//! [--pin] [--tls]`
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -19,7 +20,7 @@ fn main() -> ExitCode {
     let mut markdown_path = None;
     let mut scenarios = Vec::new();
     // Applied after every flag is read, so that no flag undoes another whatever the order.
-    let (mut quick, mut runs) = (false, None);
+    let (mut quick, mut runs, mut throughput) = (false, None, true);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |what: &str| args.next().ok_or(format!("{arg} needs {what}"));
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
                     );
                 }
                 "--client" => options.clients.push(value("a client")?),
+                "--no-throughput" => throughput = false,
                 "--no-latency" => options.latency_rates.clear(),
                 "--no-memory" => options.memory = false,
                 "--pin" => options.pin = true,
@@ -51,7 +53,7 @@ fn main() -> ExitCode {
                         "{}",
                         include_str!("main.rs")
                             .lines()
-                            .take(2)
+                            .take(3)
                             .collect::<Vec<_>>()
                             .join("\n")
                     );
@@ -77,6 +79,9 @@ fn main() -> ExitCode {
     }
     if !scenarios.is_empty() {
         options.scenarios = scenarios;
+    }
+    if !throughput {
+        options.scenarios.clear();
     }
     eprintln!("feedwire-bench on {}", machine());
     let results = match run(&options, &mut |line| eprintln!("{line}")) {
