@@ -1,11 +1,12 @@
 //! The limit: what reading the bytes costs with no library at all. WebSocket: 256 KiB reads,
 //! frame headers parsed only to find message boundaries, payloads untouched (no UTF-8
-//! validation). Lines: 256 KiB reads and a memchr newline count. `limit-utf8` is the same
-//! WebSocket reader plus the UTF-8 validation feedwire gives text messages
-//! ([`TextValidator`]): between the two rows lies the cost of validation, between
-//! `limit-utf8` and a feedwire row the cost of everything else the library does. Over TLS the reads go
+//! validation). Lines: 256 KiB reads and a memchr newline count. Over TLS the reads go
 //! through rustls's own blocking stream (`StreamOwned`, the buffered `ClientConnection`):
 //! what reading costs with TLS as rustls's documentation sets it up and no other library.
+//!
+//! `limit-utf8` is the same WebSocket reader plus the UTF-8 validation feedwire gives text
+//! messages ([`TextValidator`]): between the two rows lies the cost of validation, between
+//! `limit-utf8` and a feedwire row the cost of everything else the library does.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
