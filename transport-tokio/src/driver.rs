@@ -230,8 +230,8 @@ impl Driver {
                 // The receiver is gone: nobody listens, so stop.
                 Err(_) => Wake::Command(None),
             },
-            _ = async { conn.expect("guarded").sock.readable().await }, if want_read => Wake::Readable,
-            _ = async { conn.expect("guarded").sock.writable().await }, if want_write => Wake::Writable,
+            _ = std::future::poll_fn(|cx| conn.expect("guarded").sock.poll_read_ready(cx)), if want_read => Wake::Readable,
+            _ = std::future::poll_fn(|cx| conn.expect("guarded").sock.poll_write_ready(cx)), if want_write => Wake::Writable,
             res = async { connecting.as_mut().expect("guarded").await }, if connecting.is_some() => {
                 Wake::Connected(res.unwrap_or_else(|e| Err(OpenError::Connect(format!("connect task failed: {e}")))).map(Box::new))
             }
