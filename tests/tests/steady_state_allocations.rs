@@ -173,10 +173,13 @@ fn the_tokio_adapter_allocates_nothing_per_wake_up() {
     let seen = Arc::new(AtomicU64::new(0));
     let (warm_tx, warm_rx) = tokio::sync::oneshot::channel();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let apart = Arc::new(AtomicU64::new(0));
     let handler = Signal {
         count: Arc::clone(&seen),
         warm: Some(warm_tx),
         done: Some(done_tx),
+        apart: Arc::clone(&apart),
+        last: None,
     };
     let allocations = rt.block_on(async move {
         let handle = feedwire_tokio::connect_lending(
@@ -199,7 +202,12 @@ fn the_tokio_adapter_allocates_nothing_per_wake_up() {
         change.allocations + change.reallocations
     });
     assert!(seen.load(Ordering::Relaxed) >= WARM_UP + MEASURED);
-    // Every message was a read of its own (1 ms apart): fewer allocations than a tenth of them.
+    // Most messages must have been wake-ups of their own, or this proves nothing.
+    let apart = apart.load(Ordering::Relaxed);
+    assert!(
+        apart >= MEASURED / 2,
+        "only {apart} of {MEASURED} messages came apart"
+    );
     assert!(
         allocations * 10 < usize::try_from(MEASURED).expect("count"),
         "{allocations} allocations over {MEASURED} messages"
@@ -213,11 +221,23 @@ struct Signal {
     count: Arc<AtomicU64>,
     warm: Option<tokio::sync::oneshot::Sender<()>>,
     done: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Measured messages that came 300 µs or more after the one before: reads of their own.
+    apart: Arc<AtomicU64>,
+    last: Option<Instant>,
 }
 
 impl DataHandler for Signal {
     fn on_data(&mut self, _: DataRef<'_>) {
+        let now = Instant::now();
         let n = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+        if n > WARM_UP
+            && self
+                .last
+                .is_some_and(|last| now - last >= Duration::from_micros(300))
+        {
+            self.apart.fetch_add(1, Ordering::Relaxed);
+        }
+        self.last = Some(now);
         if n == WARM_UP {
             if let Some(tx) = self.warm.take() {
                 let _ = tx.send(());
