@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use feedwire_core::testing::{accept_response, server_frame};
+use feedwire_core::testing::{accept_response, open_websocket_stream, server_frame};
 use feedwire_core::{Event, Stream, StreamConfig, StreamEvent, WebSocketClient, WsConfig};
 
 const COUNT: usize = 2000;
@@ -27,25 +27,10 @@ fn frames() -> Vec<u8> {
 }
 
 fn open_stream() -> Stream {
-    let now = Instant::now();
-    let mut s = Stream::new(
+    open_websocket_stream(
         StreamConfig::binance_stream("ws://127.0.0.1:1/stream?streams=btcusdt@aggTrade"),
-        [1; 32],
-        now,
+        Instant::now(),
     )
-    .expect("valid");
-    while s.poll_transport().is_some() {}
-    s.handle_connected(now);
-    let mut req = Vec::new();
-    while let Some(c) = s.poll_transmit() {
-        req.extend_from_slice(&c);
-    }
-    let resp = accept_response(&req);
-    let buf = s.read_buf();
-    buf[..resp.len()].copy_from_slice(&resp);
-    s.handle_read(resp.len(), now);
-    while s.poll_event().is_some() {}
-    s
 }
 
 fn open_client() -> WebSocketClient {

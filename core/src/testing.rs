@@ -103,3 +103,27 @@ impl TextValidator {
         self.stream.feed_last(piece).is_ok()
     }
 }
+
+/// A WebSocket `Stream` for `config` past its opening exchange, as a transport would leave
+/// it: connected, the upgrade answered by [`accept_response`], the events it raised taken.
+/// For benchmarks and tests that feed frames straight into `read_buf`.
+///
+/// # Panics
+/// If `config` is not a valid WebSocket stream configuration (test input is wrong).
+pub fn open_websocket_stream(
+    config: crate::StreamConfig,
+    now: std::time::Instant,
+) -> crate::Stream {
+    let mut s = crate::Stream::new(config, [1; 32], now).expect("valid stream config");
+    while s.poll_transport().is_some() {}
+    s.handle_connected(now);
+    let mut request = Vec::new();
+    while let Some(c) = s.poll_transmit() {
+        request.extend_from_slice(&c);
+    }
+    let answer = accept_response(&request);
+    s.read_buf()[..answer.len()].copy_from_slice(&answer);
+    s.handle_read(answer.len(), now);
+    while s.poll_event().is_some() {}
+    s
+}
