@@ -2,15 +2,17 @@
 //! to break: a stream at a moderate rate, where every message is its own read and, in the
 //! event loops, its own wake-up (a paced feed, as most production streams are). The core fed
 //! one frame per read, the mio loop and the tokio adapter each fed by a server that writes
-//! one frame per millisecond. Allocations are counted process-wide (`stats_alloc`), so the
-//! tests run one at a time and nothing else in this binary allocates meanwhile (the server
-//! writes pre-encoded frames from a plain thread).
+//! one frame per millisecond. Allocations are counted process-wide (`stats_alloc`), so this
+//! binary has no test harness (`harness = false`): libtest's own threads spawn tests and
+//! report results while a test runs, and those allocations landed in the count. `main` runs
+//! the three checks one after another, and nothing else allocates meanwhile (the server writes
+//! pre-encoded frames from a plain thread).
 
 use std::alloc::System;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -21,9 +23,6 @@ use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
-
-/// The counters are process-wide: one test at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Messages before counting starts (read buffer ramp, first-data path, statistics).
 const WARM_UP: u64 = 50;
@@ -97,9 +96,41 @@ fn paced_server(frames: u64, gap: Duration) -> (SocketAddr, JoinHandle<()>) {
     (addr, server)
 }
 
-#[test]
+fn main() {
+    let checks: [(&str, fn()); 3] = [
+        (
+            "the_core_allocates_nothing_per_message_read_alone",
+            the_core_allocates_nothing_per_message_read_alone,
+        ),
+        (
+            "the_mio_loop_allocates_nothing_per_wake_up",
+            the_mio_loop_allocates_nothing_per_wake_up,
+        ),
+        (
+            "the_tokio_adapter_allocates_nothing_per_wake_up",
+            the_tokio_adapter_allocates_nothing_per_wake_up,
+        ),
+    ];
+    // `cargo test -- NAME` filters as libtest would; flags (`--nocapture`, …) are ignored.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    for (name, check) in checks {
+        if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
+            check();
+            #[allow(
+                clippy::print_stdout,
+                reason = "without libtest, the binary reports each check itself"
+            )]
+            {
+                println!("test {name} ... ok");
+            }
+        }
+    }
+}
+
 fn the_core_allocates_nothing_per_message_read_alone() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut now = Instant::now();
     let config = StreamConfig::binance_stream("ws://127.0.0.1:1/stream?streams=btcusdt@aggTrade");
     let mut s = open_websocket_stream(config, now);
@@ -125,9 +156,7 @@ fn the_core_allocates_nothing_per_message_read_alone() {
     assert_eq!(allocations, 0, "allocations over {MEASURED} reads");
 }
 
-#[test]
 fn the_mio_loop_allocates_nothing_per_wake_up() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (addr, server) = paced_server(WARM_UP + MEASURED, Duration::from_millis(1));
     let mut feed = MioLoop::new(MioOptions::default()).expect("loop");
     let seen = Arc::new(AtomicU64::new(0));
@@ -160,9 +189,7 @@ fn the_mio_loop_allocates_nothing_per_wake_up() {
     server.join().expect("server");
 }
 
-#[test]
 fn the_tokio_adapter_allocates_nothing_per_wake_up() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (addr, server) = paced_server(WARM_UP + MEASURED, Duration::from_millis(1));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
