@@ -1,7 +1,9 @@
-//! The task that drives one stream: wait for a command, readability, writability, a finished
-//! connect, room in the event queue, or the core's next deadline — whichever comes first.
+//! The future that drives one stream (on a task of its own, or awaited by the caller): wait
+//! for a command, readability, writability, a finished connect, room in the event queue, or
+//! the core's next deadline — whichever comes first.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -29,11 +31,19 @@ const READ_BUDGET: usize = 4 << 20;
 enum Wake {
     Command(Option<Command>),
     EventRoom,
+    /// The application dropped its [`Events`].
+    EventsGone,
     Readable,
     Writable,
     Connected(Result<Box<Conn>, OpenError>),
     Deadline,
+    /// Nothing is left that could wake the task (no handle, connection, connect or timer).
+    Stranded,
 }
+
+/// A reservation of room for one batch in the event channel.
+type RoomWait = dyn Future<Output = Result<mpsc::OwnedPermit<VecDeque<StreamEvent>>, mpsc::error::SendError<()>>>
+    + Send;
 
 /// Where events go.
 enum Output {
@@ -72,6 +82,13 @@ pub(crate) struct Driver {
     connecting: Option<JoinHandle<Result<Conn, OpenError>>>,
     tls: Arc<ClientConfig>,
     options: TokioOptions,
+    /// Every [`StreamHandle`] is gone: the command channel is closed and no longer waited
+    /// on (a closed channel is always ready, so waiting on it would spin until the close
+    /// handshake ended).
+    handles_gone: bool,
+    /// Waits for room in the event channel while a batch is held back (made when the
+    /// application falls behind, dropped when the room comes).
+    room: Option<Pin<Box<RoomWait>>>,
     /// Requests whose caller awaits the response.
     waiting: HashMap<RequestId, ResponseReply>,
     /// The deadline timer, kept across waits (made on the first, inside the runtime).
@@ -128,6 +145,8 @@ impl Driver {
             connecting: None,
             tls: options.tls.clone().unwrap_or_else(default_tls_config),
             options,
+            handles_gone: false,
+            room: None,
             waiting: HashMap::new(),
             timer: None,
             armed: None,
@@ -157,8 +176,14 @@ impl Driver {
             match self.wait().await {
                 Wake::Command(Some(cmd)) => self.command(cmd),
                 // Every handle is gone: nobody can stop us later, so stop now.
-                Wake::Command(None) => self.stream.stop(Instant::now()),
+                Wake::Command(None) => {
+                    self.handles_gone = true;
+                    self.stream.stop(Instant::now());
+                }
                 Wake::EventRoom => self.forward_events(),
+                // Nobody listens: stop (the next forward drops the batch, so this wake does
+                // not repeat).
+                Wake::EventsGone => self.stream.stop(Instant::now()),
                 Wake::Readable => {
                     std::future::poll_fn(|cx| {
                         self.read(cx);
@@ -194,10 +219,16 @@ impl Driver {
                     self.armed = None;
                     self.stream.handle_timeout(Instant::now());
                 }
+                // Only a stream that can no longer change gets here (the core arms a timer
+                // in every state that waits for something): end it rather than hang.
+                Wake::Stranded => self
+                    .stream
+                    .crash("the stream has nothing left to wait for", Instant::now()),
             }
         }
     }
 
+    /// Arms the timer for the core's next deadline, then waits for whatever comes first.
     async fn wait(&mut self) -> Wake {
         if let Some(deadline) = self.stream.poll_timeout() {
             if self.armed.is_none_or(|armed| deadline < armed) {
@@ -208,34 +239,79 @@ impl Driver {
                 self.armed = Some(deadline);
             }
         }
-        let armed = self.armed.is_some();
-        let timer = &mut self.timer;
-        let connected = self.conn.is_some() && self.stream.is_connected();
-        // A batch still waiting for room means the application is behind: read nothing more
-        // until it catches up (bounded memory, and the read buffer's blocks come back).
-        let want_read = connected && self.pending.is_empty();
-        let want_write = self.conn.as_ref().is_some_and(|c| !c.out.is_empty());
-        let conn = self.conn.as_ref();
-        let connecting = &mut self.connecting;
-        // Only a channel can be full (a handler takes everything at once).
-        let room = match &self.output {
-            Output::Channel { events, .. } if !self.pending.is_empty() => Some(events),
-            _ => None,
-        };
-        tokio::select! {
-            biased;
-            cmd = self.commands.recv() => Wake::Command(cmd),
-            permit = async { room.expect("guarded").reserve().await }, if room.is_some() => match permit {
-                Ok(_) => Wake::EventRoom,
-                // The receiver is gone: nobody listens, so stop.
-                Err(_) => Wake::Command(None),
-            },
-            _ = std::future::poll_fn(|cx| conn.expect("guarded").sock.poll_read_ready(cx)), if want_read => Wake::Readable,
-            _ = std::future::poll_fn(|cx| conn.expect("guarded").sock.poll_write_ready(cx)), if want_write => Wake::Writable,
-            res = async { connecting.as_mut().expect("guarded").await }, if connecting.is_some() => {
-                Wake::Connected(res.unwrap_or_else(|e| Err(OpenError::Connect(format!("connect task failed: {e}")))).map(Box::new))
+        std::future::poll_fn(|cx| self.poll_wake(cx)).await
+    }
+
+    /// Polls every source the stream waits on, in priority order (a command first: `stop()`
+    /// takes effect before more data is read). Written out rather than a `select!`, whose
+    /// future was rebuilt and moved on every wait: this touches only the sources, and each
+    /// keeps its waker registered until it is ready.
+    fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
+        // Whether some source now holds our waker: if none does, nothing can wake us.
+        let mut polled = false;
+        if !self.handles_gone {
+            polled = true;
+            if let Poll::Ready(cmd) = self.commands.poll_recv(cx) {
+                return Poll::Ready(Wake::Command(cmd));
             }
-            () = async { timer.as_mut().expect("armed").as_mut().await }, if armed => Wake::Deadline,
+        }
+        // Only a channel can be full (a handler takes everything at once).
+        match &self.output {
+            Output::Channel { events, .. } if !self.pending.is_empty() => {
+                polled = true;
+                let room = self
+                    .room
+                    .get_or_insert_with(|| Box::pin(events.clone().reserve_owned()));
+                if let Poll::Ready(permit) = room.as_mut().poll(cx) {
+                    self.room = None;
+                    // The permit goes (and frees its slot) at once: this task is the only
+                    // sender, so the batch's `try_send` finds the slot free.
+                    return Poll::Ready(match permit {
+                        Ok(_) => Wake::EventRoom,
+                        Err(_) => Wake::EventsGone,
+                    });
+                }
+            }
+            _ => self.room = None,
+        }
+        if let Some(conn) = self.conn.as_ref() {
+            // A batch still waiting for room means the application is behind: read nothing
+            // more until it catches up (bounded memory, and the read buffer's blocks come
+            // back).
+            if self.stream.is_connected() && self.pending.is_empty() {
+                polled = true;
+                if conn.sock.poll_read_ready(cx).is_ready() {
+                    return Poll::Ready(Wake::Readable);
+                }
+            }
+            if !conn.out.is_empty() {
+                polled = true;
+                if conn.sock.poll_write_ready(cx).is_ready() {
+                    return Poll::Ready(Wake::Writable);
+                }
+            }
+        }
+        if let Some(connecting) = self.connecting.as_mut() {
+            polled = true;
+            if let Poll::Ready(res) = Pin::new(connecting).poll(cx) {
+                return Poll::Ready(Wake::Connected(
+                    res.unwrap_or_else(|e| {
+                        Err(OpenError::Connect(format!("connect task failed: {e}")))
+                    })
+                    .map(Box::new),
+                ));
+            }
+        }
+        if let Some(timer) = self.timer.as_mut().filter(|_| self.armed.is_some()) {
+            polled = true;
+            if timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Wake::Deadline);
+            }
+        }
+        if polled {
+            Poll::Pending
+        } else {
+            Poll::Ready(Wake::Stranded)
         }
     }
 

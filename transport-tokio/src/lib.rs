@@ -64,6 +64,21 @@ pub fn connect_lending(
     Ok(handle)
 }
 
+/// [`connect_lending`] without a task of its own: returns the handle and the future that
+/// drives the stream until it ends, for the caller to await — in `block_on`, in its own task
+/// beside other work (`select!`, `join!`), or spawned. Each wake-up then polls the stream in
+/// the caller's task instead of scheduling another. The future needs a tokio runtime with
+/// I/O and time enabled (it spawns the connect, and the last writes of a closing connection).
+pub fn drive_lending(
+    config: StreamConfig,
+    options: TokioOptions,
+    handler: impl DataHandler + Send + 'static,
+) -> Result<(StreamHandle, impl std::future::Future<Output = ()> + Send), ConfigError> {
+    let stream = new_stream(config, &options)?;
+    let (handle, driver) = driver::Driver::lending(stream, options, Box::new(handler));
+    Ok((handle, driver.run()))
+}
+
 fn new_stream(config: StreamConfig, options: &TokioOptions) -> Result<Stream, ConfigError> {
     Stream::new(
         config,

@@ -1,0 +1,193 @@
+//! The tokio adapter's stream future driven on the caller's task (`drive_lending`): it ends
+//! when the stream does, and while it waits it sleeps — counted in polls of the future, which
+//! a busy wait multiplies by thousands.
+
+use std::future::Future;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use feedwire_core::testing::accept_response;
+use feedwire_core::{DataHandler, DataRef, StreamConfig, StreamEvent};
+use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
+use feedwire_tokio::{drive_lending, TokioOptions};
+
+/// The close handshake's timeout in these tests.
+const CLOSE_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// A WebSocket server that accepts one client and then never writes again — not even the
+/// answer to a Close — and reads until the client goes.
+fn mute_server() -> (SocketAddr, JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = thread::spawn(move || {
+        let (mut sock, _) = listener.accept().expect("accept");
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = sock.read(&mut buf).expect("request");
+            assert!(n > 0, "the client left during the handshake");
+            request.extend_from_slice(&buf[..n]);
+        }
+        sock.write_all(&accept_response(&request)).expect("accept");
+        while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    (addr, server)
+}
+
+/// Signals the stream's opening; counts data messages; keeps how it ended.
+struct Watch {
+    opened: Option<tokio::sync::oneshot::Sender<()>>,
+    data: Arc<AtomicU64>,
+    ended: Arc<std::sync::Mutex<Option<StreamEvent>>>,
+}
+
+impl DataHandler for Watch {
+    fn on_data(&mut self, _: DataRef<'_>) {
+        self.data.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn on_event(&mut self, event: StreamEvent) {
+        match event {
+            StreamEvent::Opened { .. } => {
+                if let Some(tx) = self.opened.take() {
+                    let _ = tx.send(());
+                }
+            }
+            StreamEvent::Closed { .. } | StreamEvent::Crashed(_) => {
+                *self.ended.lock().expect("lock") = Some(event);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Every handle dropped on an open stream stops it; the close handshake then goes unanswered
+/// and the future waits out the close timeout — asleep: a few polls (the command, the
+/// timer), not one per scheduler turn. (It used to wait on the closed command channel, which
+/// is always ready: 100% CPU until the timeout.)
+#[test]
+fn with_every_handle_gone_the_close_is_awaited_asleep() {
+    let (addr, server) = mute_server();
+    let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+    config.timeouts.close = CLOSE_TIMEOUT;
+    let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
+    let ended = Arc::new(std::sync::Mutex::new(None));
+    let watch = Watch {
+        opened: Some(opened_tx),
+        data: Arc::default(),
+        ended: Arc::clone(&ended),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dropped = AtomicBool::new(false);
+    let polls_after_drop = AtomicU64::new(0);
+    let took = rt.block_on(async {
+        let (handle, drive) = drive_lending(config, TokioOptions::default(), watch).expect("ok");
+        let mut drive = pin!(drive);
+        let counted = std::future::poll_fn(|cx| {
+            if dropped.load(Ordering::Relaxed) {
+                polls_after_drop.fetch_add(1, Ordering::Relaxed);
+            }
+            drive.as_mut().poll(cx)
+        });
+        let drop_when_open = async {
+            tokio::time::timeout(Duration::from_secs(10), opened_rx)
+                .await
+                .expect("opened in time")
+                .expect("signal");
+            drop(handle);
+            dropped.store(true, Ordering::Relaxed);
+            Instant::now()
+        };
+        let (_, since) = tokio::time::timeout(
+            Duration::from_secs(10),
+            futures_util::future::join(counted, drop_when_open),
+        )
+        .await
+        .expect("the stream ended in time");
+        since.elapsed()
+    });
+    // The last writes of a closed connection run on a task of their own: the runtime's end
+    // drops them, and with them the socket, so the server sees the client go.
+    drop(rt);
+    server.join().expect("server");
+    assert!(
+        took >= CLOSE_TIMEOUT,
+        "ended after {took:?}, before the close timeout"
+    );
+    let polls = polls_after_drop.load(Ordering::Relaxed);
+    assert!(
+        polls <= 20,
+        "{polls} polls while waiting {took:?} for the close"
+    );
+    assert!(
+        matches!(
+            *ended.lock().expect("lock"),
+            Some(StreamEvent::Closed { .. })
+        ),
+        "ended with {:?}",
+        ended.lock().expect("lock")
+    );
+}
+
+/// The future driven in `block_on` itself (no task of its own) reads a whole firehose, and
+/// ends, with the stream closed by us, once `stop()` is called.
+#[test]
+fn driven_in_block_on_every_message_arrives_and_stop_ends_the_future() {
+    const COUNT: u64 = 20_000;
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(usize::try_from(COUNT).expect("count")),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .expect("replay server");
+    let data = Arc::new(AtomicU64::new(0));
+    let ended = Arc::new(std::sync::Mutex::new(None));
+    let watch = Watch {
+        opened: None,
+        data: Arc::clone(&data),
+        ended: Arc::clone(&ended),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (handle, drive) = drive_lending(
+        StreamConfig::binance_stream(&srv.url()),
+        TokioOptions::default(),
+        watch,
+    )
+    .expect("valid config");
+    let seen = Arc::clone(&data);
+    let stopper = rt.spawn(async move {
+        while seen.load(Ordering::Relaxed) < COUNT {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        handle.stop();
+    });
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(20), drive)
+            .await
+            .expect("the stream ended in time");
+    });
+    rt.block_on(stopper).expect("stopper");
+    assert_eq!(data.load(Ordering::Relaxed), COUNT);
+    assert!(
+        matches!(
+            *ended.lock().expect("lock"),
+            Some(StreamEvent::Closed {
+                by: feedwire_core::CloseInitiator::Local,
+                ..
+            })
+        ),
+        "ended with {:?}",
+        ended.lock().expect("lock")
+    );
+}
