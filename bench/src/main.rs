@@ -154,7 +154,7 @@ fn main() -> ExitCode {
              of the library costs.\n\n{regime}\n\
              The feedwire rows include \
              the whole stream machine (classification, statistics, timers, reconnection) and \
-             read data lent in place (`handle_read_with`, `Delivery::Lend`, `connect_lending`), \
+             read data lent in place (`handle_read_with`, `Delivery::Lend`, `drive_lending`), \
              each peer in its fastest idiomatic way too. Latency percentiles are medians over \
              the same alternating rounds.\n{table}",
             machine(),

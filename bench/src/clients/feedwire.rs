@@ -1,8 +1,9 @@
 //! feedwire three ways: the core's `Stream` on a blocking socket, the mio loop turned on the
-//! measuring thread, and the tokio adapter on a current-thread runtime. All use the full
+//! measuring thread, and the tokio adapter's stream future awaited in a current-thread
+//! runtime's `block_on` (`drive_lending`). All use the full
 //! stream machine (classification, statistics, timers), as an application would, in the
 //! fastest way each offers: data messages lent in place (`handle_read_with`,
-//! `Delivery::Lend`, `connect_lending`), other events queued. Over TLS all three use the
+//! `Delivery::Lend`, `drive_lending`), other events queued. Over TLS all three use the
 //! core's `TlsSession` (the blocking loop drives it itself).
 
 use std::io::{Read, Write};
@@ -273,6 +274,7 @@ pub(super) fn mio(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), S
 
 pub(super) fn tokio(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
     let rt = runtime()?;
+    let lines = target.lines;
     rt.block_on(async {
         let (tx, mut rx) = unbounded_channel();
         let record = Record {
@@ -283,22 +285,29 @@ pub(super) fn tokio(target: &Target, rec: Recorder) -> Result<(Recorder, Extra),
             tls: target.tls.clone(),
             ..Default::default()
         };
-        let handle = feedwire_tokio::connect_lending(config(target), options, record)
+        let (handle, drive) = feedwire_tokio::drive_lending(config(target), options, record)
             .map_err(|e| err("config")(&e))?;
-        if target.lines {
-            handle
-                .subscribe_markets(markets())
+        let watch = async move {
+            if lines {
+                handle
+                    .subscribe_markets(markets())
+                    .await
+                    .map_err(|e| err("subscribe")(&e))?;
+            }
+            let rec = tokio::time::timeout(STALL, rx.recv())
                 .await
-                .map_err(|e| err("subscribe")(&e))?;
-        }
-        let rec = tokio::time::timeout(STALL, rx.recv())
-            .await
-            .map_err(|_| "stalled".to_owned())?
-            .ok_or("the stream's task ended")??;
-        let extra = Extra {
-            read_buffer_bytes: Some(handle.stats().read_buffer_bytes),
+                .map_err(|_| "stalled".to_owned())?
+                .ok_or("the stream's task ended")??;
+            let extra = Extra {
+                read_buffer_bytes: Some(handle.stats().read_buffer_bytes),
+            };
+            handle.stop();
+            Ok((rec, extra))
         };
-        handle.stop();
-        Ok((rec, extra))
+        // The stream's future on the runtime's own thread (as nexus-async-net reads), the
+        // measurement's bookkeeping on a task beside it.
+        let watch = tokio::spawn(watch);
+        drive.await;
+        watch.await.map_err(|e| err("watch")(&e))?
     })
 }
