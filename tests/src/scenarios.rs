@@ -7,8 +7,9 @@ use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use feedwire_core::testing::accept_response;
 use feedwire_core::{
-    accept_key, BetfairAuth, BetfairSubscription, CloseInitiator, EndReason, Error, HandshakeError,
+    BetfairAuth, BetfairSubscription, CloseInitiator, EndReason, Error, HandshakeError,
     StreamConfig, StreamEvent,
 };
 use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario};
@@ -251,23 +252,17 @@ pub fn crash_on_a_busy_stream(adapter: &dyn Adapter) {
     assert_eq!(srv.connections(), 1);
 }
 
-/// Reads a client's upgrade request from `sock` and answers 101.
-fn accept_upgrade(sock: &mut std::net::TcpStream) {
+/// Reads a client's upgrade request from `sock` and answers 101 (a loopback server's side of
+/// the handshake, for tests that then write frames by hand).
+pub fn accept_upgrade(sock: &mut std::net::TcpStream) {
     let mut buf = [0u8; 4096];
     let mut head = Vec::new();
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = sock.read(&mut buf).unwrap();
+        let n = sock.read(&mut buf).expect("upgrade request");
+        assert!(n > 0, "the client left during the handshake");
         head.extend_from_slice(&buf[..n]);
     }
-    let text = String::from_utf8_lossy(&head);
-    let key = text
-        .lines()
-        .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let accept = accept_key(key.as_bytes());
-    write!(sock, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n").unwrap();
+    sock.write_all(&accept_response(&head)).expect("101");
 }
 
 /// An unanswered request times out, reported to its caller only, once.

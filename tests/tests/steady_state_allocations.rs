@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use feedwire_core::testing::{accept_response, open_websocket_stream, server_frame};
+use feedwire_core::testing::{open_websocket_stream, server_frame};
 use feedwire_core::{DataHandler, DataRef, Stream, StreamConfig, StreamEvent};
 use feedwire_mio::{Delivery, MioLoop, MioOptions};
+use feedwire_tests::scenarios::accept_upgrade;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -77,14 +78,8 @@ fn paced_server(frames: u64, gap: Duration) -> (SocketAddr, JoinHandle<()>) {
     let server = thread::spawn(move || {
         let (mut sock, _) = listener.accept().expect("accept");
         sock.set_nodelay(true).expect("nodelay");
-        let mut request = Vec::new();
+        accept_upgrade(&mut sock);
         let mut buf = [0u8; 4096];
-        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = sock.read(&mut buf).expect("request");
-            assert!(n > 0, "the client left during the handshake");
-            request.extend_from_slice(&buf[..n]);
-        }
-        sock.write_all(&accept_response(&request)).expect("accept");
         for _ in 0..frames {
             if sock.write_all(&frame).is_err() {
                 return;

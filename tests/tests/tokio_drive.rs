@@ -3,7 +3,7 @@
 //! a busy wait multiplies by thousands.
 
 use std::future::Future;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use feedwire_core::testing::accept_response;
 use feedwire_core::{DataHandler, DataRef, StreamConfig, StreamEvent};
 use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
+use feedwire_tests::scenarios::accept_upgrade;
 use feedwire_tokio::{drive_lending, TokioOptions};
 
 /// The close handshake's timeout in these tests.
@@ -26,14 +26,8 @@ fn mute_server() -> (SocketAddr, JoinHandle<()>) {
     let addr = listener.local_addr().expect("addr");
     let server = thread::spawn(move || {
         let (mut sock, _) = listener.accept().expect("accept");
-        let mut request = Vec::new();
+        accept_upgrade(&mut sock);
         let mut buf = [0u8; 4096];
-        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = sock.read(&mut buf).expect("request");
-            assert!(n > 0, "the client left during the handshake");
-            request.extend_from_slice(&buf[..n]);
-        }
-        sock.write_all(&accept_response(&request)).expect("accept");
         while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
     });
     (addr, server)
