@@ -58,9 +58,8 @@ pub fn connect_lending(
     options: TokioOptions,
     handler: impl DataHandler + Send + 'static,
 ) -> Result<StreamHandle, ConfigError> {
-    let stream = new_stream(config, &options)?;
-    let (handle, driver) = driver::Driver::lending(stream, options, Box::new(handler));
-    tokio::spawn(driver.run());
+    let (handle, drive) = drive_lending(config, options, handler)?;
+    tokio::spawn(drive);
     Ok(handle)
 }
 
@@ -69,6 +68,8 @@ pub fn connect_lending(
 /// beside other work (`select!`, `join!`), or spawned. Each wake-up then polls the stream in
 /// the caller's task instead of scheduling another. The future needs a tokio runtime with
 /// I/O and time enabled (it spawns the connect, and the last writes of a closing connection).
+/// Dropping it before it ends drops the connection at once, without a Close (as
+/// [`StreamHandle::crash`] does): in a `select!`, let `stop()` end it instead.
 pub fn drive_lending(
     config: StreamConfig,
     options: TokioOptions,
