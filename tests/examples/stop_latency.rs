@@ -11,32 +11,17 @@ use std::net::TcpListener;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use feedwire_core::{accept_key, StreamConfig, StreamEvent};
+use feedwire_core::{StreamConfig, StreamEvent};
 use feedwire_tests::adapter::{Adapter, MioAdapter, TokioAdapter};
+use feedwire_tests::scenarios::accept_upgrade;
 
 /// Completes the handshake, stays silent, reports when a Close frame arrives or the
 /// connection ends.
 fn silent_server(listener: &TcpListener, seen: mpsc::Sender<Instant>) -> std::io::Result<()> {
     let (mut sock, _) = listener.accept()?;
     sock.set_nodelay(true)?;
-    let mut head = Vec::new();
+    accept_upgrade(&mut sock);
     let mut buf = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = sock.read(&mut buf)?;
-        head.extend_from_slice(&buf[..n]);
-    }
-    let text = String::from_utf8_lossy(&head);
-    let key = text
-        .lines()
-        .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
-    write!(
-        sock,
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
-        accept_key(key.as_bytes())
-    )?;
     loop {
         // A reset reads as the end too.
         let n: usize = sock.read(&mut buf).unwrap_or_default();
