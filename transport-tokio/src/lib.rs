@@ -2,7 +2,7 @@
 //!
 //! The tokio adapter: one task per stream moves bytes between a socket (TCP, rustls TLS via
 //! the core's shared [`TlsSession`](feedwire_core::TlsSession)) and the sans-IO
-//! [`Stream`](feedwire_core::Stream), sleeps until the core's next deadline, and wakes at once
+//! [`Stream`], sleeps until the core's next deadline, and wakes at once
 //! on a command — so `stop()` puts the Close frame on the wire without waiting for traffic.
 //!
 //! ```no_run
