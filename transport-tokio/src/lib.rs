@@ -2,8 +2,8 @@
 //!
 //! The tokio adapter: one task per stream moves bytes between a socket (TCP, rustls TLS via
 //! the core's shared [`TlsSession`](feedwire_core::TlsSession)) and the sans-IO
-//! [`Stream`], sleeps until the core's next deadline, and wakes at once
-//! on a command — so `stop()` puts the Close frame on the wire without waiting for traffic.
+//! [`Stream`], sleeps until the core's next deadline, and wakes at once on a command — so
+//! `stop()` puts the Close frame on the wire without waiting for traffic.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
