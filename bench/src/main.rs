@@ -148,7 +148,11 @@ fn main() -> ExitCode {
             "# Benchmarks\n\nMachine: {}.\n\nCommand: `cargo run --release -p feedwire-bench -- {}`\n\n{transport}\
              Client CPU per message is user + system time of the benchmark process (the replay \
              server runs in a child process), from the first message to the last. Ratios compare \
-             medians measured side by side in this one run. `limit-utf8` is the limit's reader \
+             medians measured side by side in this one run. `rounds ahead`: in how many rounds \
+             the client spent less CPU per message than every peer of the same round (out of \
+             the rounds all of them completed) — the comparison made pair by pair, where drift \
+             common to a round cancels; a client level with the best peers is ahead in fewer \
+             than half. `limit-utf8` is the limit's reader \
              with feedwire's UTF-8 validation of text added (not a peer): the step from `limit` \
              to it is what validation costs, the step from it to a feedwire row what the rest \
              of the library costs.\n\n{regime}\n\

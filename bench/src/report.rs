@@ -12,6 +12,39 @@ fn best_peer<'a>(rows: &'a [Row], scenario: &str) -> Option<&'a Row> {
         .min_by(|a, b| a.cpu_us_per_msg.total_cmp(&b.cpu_us_per_msg))
 }
 
+/// For a client that is not a peer: in how many rounds it spent less CPU per message than
+/// every peer of that same round, out of the rounds in which it and every peer completed —
+/// the bar judged pair by pair, where a round's common drift cancels. (The median against
+/// the best peer compares with the lowest of several noisy medians, which a tie loses more
+/// often than it wins.) `None` for a peer, or a scenario without peers.
+fn rounds_ahead(rows: &[Row], r: &Row) -> Option<(usize, usize)> {
+    if r.peer {
+        return None;
+    }
+    let peers: Vec<&Row> = rows
+        .iter()
+        .filter(|p| p.scenario == r.scenario && p.peer)
+        .collect();
+    if peers.is_empty() {
+        return None;
+    }
+    let (mut ahead, mut compared) = (0, 0);
+    for (k, own) in r.cpu_by_round.iter().enumerate() {
+        let Some(own) = own else { continue };
+        let best = peers
+            .iter()
+            .map(|p| p.cpu_by_round.get(k).copied().flatten())
+            .try_fold(f64::INFINITY, |best, cpu| cpu.map(|c| best.min(c)));
+        if let Some(best) = best {
+            compared += 1;
+            if *own < best {
+                ahead += 1;
+            }
+        }
+    }
+    Some((ahead, compared))
+}
+
 fn limit<'a>(rows: &'a [Row], scenario: &str) -> Option<&'a Row> {
     rows.iter()
         .find(|r| r.scenario == scenario && r.client == "limit" && r.runs > 0)
@@ -57,8 +90,8 @@ pub fn markdown(results: &Results) -> String {
             rows.iter().map(|r| r.runs).max().unwrap_or(0)
         );
         out.push_str(
-            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer |\n\
-             |---|---:|---:|---:|---:|---:|\n",
+            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | rounds ahead |\n\
+             |---|---:|---:|---:|---:|---:|---:|\n",
         );
         let lim = limit(&results.rows, scenario);
         let peer = best_peer(&results.rows, scenario);
@@ -66,7 +99,7 @@ pub fn markdown(results: &Results) -> String {
             if r.runs == 0 {
                 let _ = writeln!(
                     out,
-                    "| {} | failed: {} | | | | |",
+                    "| {} | failed: {} | | | | | |",
                     r.client,
                     r.failures.first().map_or("", String::as_str)
                 );
@@ -77,9 +110,11 @@ pub fn markdown(results: &Results) -> String {
                     format!("{:.2}", r.cpu_us_per_msg / b.cpu_us_per_msg)
                 })
             };
+            let ahead = rounds_ahead(&results.rows, r)
+                .map_or("—".to_owned(), |(ahead, of)| format!("{ahead}/{of}"));
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} |",
+                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} | {ahead} |",
                 r.client,
                 si(r.msgs_per_s),
                 r.cpu_us_per_msg,
@@ -189,10 +224,14 @@ struct JsonRow<'a> {
     peak_rss_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     read_buffer_bytes: Option<u64>,
+    /// `[ahead, compared]`: see [`rounds_ahead`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rounds_ahead: Option<[usize; 2]>,
 }
 
 /// A JSON array, one object per scenario × client (`scenario`, `client`, `msgs_per_s`,
-/// `cpu_us_per_msg`, `spread` = min/max over rounds). Latency runs appear as scenario
+/// `cpu_us_per_msg`, `spread` = min/max over rounds; `rounds_ahead` for the rows that are
+/// not peers). Latency runs appear as scenario
 /// `small_aggtrade@<rate>/s` with `p50_us`, `p99_us`, `p999_us`; `huge_ticker_arr` rows carry
 /// `peak_rss_bytes` from the memory runs.
 pub fn json(results: &Results) -> String {
@@ -217,6 +256,7 @@ pub fn json(results: &Results) -> String {
                 .flatten()
                 .map(|m| m.peak_rss),
             read_buffer_bytes: r.read_buffer_bytes,
+            rounds_ahead: rounds_ahead(&results.rows, r).map(|(a, n)| [a, n]),
         })
         .collect();
     let names: Vec<String> = results
@@ -243,6 +283,7 @@ pub fn json(results: &Results) -> String {
             p999_us: Some(l.p999_us),
             peak_rss_bytes: None,
             read_buffer_bytes: None,
+            rounds_ahead: None,
         });
     }
     serde_json::to_string_pretty(&rows).expect("plain data serialises")
@@ -262,4 +303,58 @@ pub fn machine() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned());
     format!("{cpu}, {cores} cores, Linux {kernel}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(client: &'static str, peer: bool, cpu_by_round: &[Option<f64>]) -> Row {
+        Row {
+            scenario: "s".to_owned(),
+            client,
+            peer,
+            messages: 1,
+            mean_payload: 1.0,
+            runs: cpu_by_round.iter().flatten().count(),
+            msgs_per_s: 1.0,
+            cpu_us_per_msg: 1.0,
+            cpu_range: (1.0, 1.0),
+            msgs_per_s_range: (1.0, 1.0),
+            cpu_by_round: cpu_by_round.to_vec(),
+            read_buffer_bytes: None,
+            failures: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn rounds_ahead_compares_each_round_with_every_peer_of_that_round() {
+        let rows = vec![
+            row(
+                "ours",
+                false,
+                &[Some(1.0), Some(1.0), Some(1.0), None, Some(1.0)],
+            ),
+            // Round 1: ahead of both; round 2: behind b; round 3: level with a, which is not
+            // ahead; rounds 4 and 5: ours, then a, failed — not compared.
+            row(
+                "a",
+                true,
+                &[Some(2.0), Some(2.0), Some(1.0), Some(2.0), None],
+            ),
+            row(
+                "b",
+                true,
+                &[Some(1.5), Some(0.5), Some(3.0), Some(2.0), Some(2.0)],
+            ),
+        ];
+        assert_eq!(rounds_ahead(&rows, &rows[0]), Some((1, 3)));
+        assert_eq!(rounds_ahead(&rows, &rows[1]), None, "peers get no count");
+    }
+
+    #[test]
+    fn rounds_ahead_is_absent_without_peers() {
+        let rows = vec![row("ours", false, &[Some(1.0)])];
+        assert_eq!(rounds_ahead(&rows, &rows[0]), None);
+    }
 }

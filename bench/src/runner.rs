@@ -100,6 +100,9 @@ pub struct Row {
     pub cpu_range: (f64, f64),
     /// Min and max throughput over the rounds.
     pub msgs_per_s_range: (f64, f64),
+    /// CPU per message of each round in order, µs; `None` for a round that failed. Rounds
+    /// line up across the scenario's rows: round `k` of every client ran in one rotation.
+    pub cpu_by_round: Vec<Option<f64>>,
     /// Read buffer held after the run (feedwire).
     pub read_buffer_bytes: Option<u64>,
     /// Why runs failed, if any did.
@@ -249,6 +252,7 @@ pub fn run_scenario(
         .filter(|c| if target.lines { c.lines } else { c.websocket })
         .collect();
     let mut samples: Vec<Vec<Sample>> = clients.iter().map(|_| Vec::new()).collect();
+    let mut by_round: Vec<Vec<Option<f64>>> = clients.iter().map(|_| Vec::new()).collect();
     let mut failures: Vec<Vec<String>> = clients.iter().map(|_| Vec::new()).collect();
     for round in 0..options.runs {
         // Rotate the order each round: no client always runs first (or last).
@@ -264,6 +268,7 @@ pub fn run_scenario(
                         s.msgs_per_s,
                         s.cpu_us_per_msg
                     ));
+                    by_round[i].push(Some(s.cpu_us_per_msg));
                     samples[i].push(s);
                 }
                 Err(e) => {
@@ -272,6 +277,7 @@ pub fn run_scenario(
                         scenario.name(),
                         clients[i].name
                     ));
+                    by_round[i].push(None);
                     failures[i].push(e);
                 }
             }
@@ -282,8 +288,9 @@ pub fn run_scenario(
     Ok(clients
         .iter()
         .zip(samples)
+        .zip(by_round)
         .zip(failures)
-        .map(|((c, s), failures)| {
+        .map(|(((c, s), cpu_by_round), failures)| {
             let cpu: Vec<f64> = s.iter().map(|x| x.cpu_us_per_msg).collect();
             let mps: Vec<f64> = s.iter().map(|x| x.msgs_per_s).collect();
             let mean_payload = s
@@ -300,6 +307,7 @@ pub fn run_scenario(
                 cpu_us_per_msg: median(cpu.clone()),
                 cpu_range: range(&cpu),
                 msgs_per_s_range: range(&mps),
+                cpu_by_round,
                 read_buffer_bytes: s.last().and_then(|x| x.read_buffer),
                 failures,
             }
