@@ -8,7 +8,7 @@ use crate::runner::{LatencyRow, MemoryRow, Results, Row};
 
 fn best_peer<'a>(rows: &'a [Row], scenario: &str) -> Option<&'a Row> {
     rows.iter()
-        .filter(|r| r.scenario == scenario && r.peer && r.runs > 0)
+        .filter(|r| r.scenario == scenario && r.peer && r.runs() > 0)
         .min_by(|a, b| a.cpu_us_per_msg.total_cmp(&b.cpu_us_per_msg))
 }
 
@@ -47,7 +47,7 @@ fn rounds_ahead(rows: &[Row], r: &Row) -> Option<(usize, usize)> {
 
 fn limit<'a>(rows: &'a [Row], scenario: &str) -> Option<&'a Row> {
     rows.iter()
-        .find(|r| r.scenario == scenario && r.client == "limit" && r.runs > 0)
+        .find(|r| r.scenario == scenario && r.client == "limit" && r.runs() > 0)
 }
 
 fn scenarios(rows: &[Row]) -> Vec<&str> {
@@ -87,7 +87,7 @@ pub fn markdown(results: &Results) -> String {
             "\n### {scenario} ({:.2} KB mean payload, {} msgs per run, median of {} rounds)\n",
             first.mean_payload / 1000.0,
             first.messages,
-            rows.iter().map(|r| r.runs).max().unwrap_or(0)
+            rows.iter().map(|r| r.runs()).max().unwrap_or(0)
         );
         out.push_str(
             "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | rounds ahead |\n\
@@ -96,7 +96,7 @@ pub fn markdown(results: &Results) -> String {
         let lim = limit(&results.rows, scenario);
         let peer = best_peer(&results.rows, scenario);
         for r in rows {
-            if r.runs == 0 {
+            if r.runs() == 0 {
                 let _ = writeln!(
                     out,
                     "| {} | failed: {} | | | | | |",
@@ -231,9 +231,8 @@ struct JsonRow<'a> {
 
 /// A JSON array, one object per scenario × client (`scenario`, `client`, `msgs_per_s`,
 /// `cpu_us_per_msg`, `spread` = min/max over rounds; `rounds_ahead` for the rows that are
-/// not peers). Latency runs appear as scenario
-/// `small_aggtrade@<rate>/s` with `p50_us`, `p99_us`, `p999_us`; `huge_ticker_arr` rows carry
-/// `peak_rss_bytes` from the memory runs.
+/// not peers). Latency runs appear as scenario `small_aggtrade@<rate>/s` with `p50_us`,
+/// `p99_us`, `p999_us`; `huge_ticker_arr` rows carry `peak_rss_bytes` from the memory runs.
 pub fn json(results: &Results) -> String {
     let mut rows: Vec<JsonRow<'_>> = results
         .rows
@@ -247,7 +246,7 @@ pub fn json(results: &Results) -> String {
                 cpu_us_per_msg: [r.cpu_range.0, r.cpu_range.1],
                 msgs_per_s: [r.msgs_per_s_range.0, r.msgs_per_s_range.1],
             },
-            runs: r.runs,
+            runs: r.runs(),
             p50_us: None,
             p99_us: None,
             p999_us: None,
@@ -316,7 +315,6 @@ mod tests {
             peer,
             messages: 1,
             mean_payload: 1.0,
-            runs: cpu_by_round.iter().flatten().count(),
             msgs_per_s: 1.0,
             cpu_us_per_msg: 1.0,
             cpu_range: (1.0, 1.0),

@@ -90,8 +90,6 @@ pub struct Row {
     pub messages: u64,
     /// Mean payload size, bytes.
     pub mean_payload: f64,
-    /// Successful rounds.
-    pub runs: usize,
     /// Median throughput.
     pub msgs_per_s: f64,
     /// Median CPU per message, µs (user + system).
@@ -107,6 +105,13 @@ pub struct Row {
     pub read_buffer_bytes: Option<u64>,
     /// Why runs failed, if any did.
     pub failures: Vec<String>,
+}
+
+impl Row {
+    /// Rounds that completed.
+    pub fn runs(&self) -> usize {
+        self.cpu_by_round.iter().flatten().count()
+    }
 }
 
 /// One paced rate × client.
@@ -302,7 +307,6 @@ pub fn run_scenario(
                 peer: c.peer,
                 messages: count as u64,
                 mean_payload,
-                runs: s.len(),
                 msgs_per_s: median(mps.clone()),
                 cpu_us_per_msg: median(cpu.clone()),
                 cpu_range: range(&cpu),
