@@ -296,7 +296,7 @@ pub fn run_scenario(
         .zip(by_round)
         .zip(failures)
         .map(|(((c, s), cpu_by_round), failures)| {
-            let cpu: Vec<f64> = s.iter().map(|x| x.cpu_us_per_msg).collect();
+            let cpu: Vec<f64> = cpu_by_round.iter().flatten().copied().collect();
             let mps: Vec<f64> = s.iter().map(|x| x.msgs_per_s).collect();
             let mean_payload = s
                 .first()
