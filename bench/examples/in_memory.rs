@@ -171,6 +171,7 @@ fn feed_limit_frames(bytes: &[u8], validate: bool) -> Result<(usize, usize), Str
 
 /// The raw line splitter over `bytes`, copied like [`feed`]: (lines, line bytes without
 /// delimiters).
+#[inline(never)]
 fn feed_limit_lines(bytes: &[u8]) -> (usize, usize) {
     let mut buf = vec![0u8; READ];
     let (mut fed, mut lines, mut line_bytes, mut partial) = (0, 0, 0, 0);
