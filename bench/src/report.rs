@@ -127,7 +127,7 @@ pub fn markdown(results: &Results) -> String {
     }
     if !results.latency.is_empty() {
         out.push_str(
-            "\n### One-way latency, paced small_aggtrade (server send stamp → client has the message; medians of alternating rounds)\n\n\
+            "\n### One-way latency, paced small_aggtrade (server send stamp — a batch a millisecond, stamped as it is written — → client has the message; medians of alternating rounds)\n\n\
              | rate | client | p50 µs | p99 µs | p99 min–max | p99 − limit µs | p99.9 µs | max µs | CPU µs/msg |\n\
              |---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
         );

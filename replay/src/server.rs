@@ -23,7 +23,9 @@ const BATCH: usize = 256 * 1024;
 pub enum Mode {
     /// Pre-encoded messages in large writes, as fast as the socket takes them.
     Firehose,
-    /// A fixed rate; every message starts with `"ts_us":<send time, µs since the epoch>`.
+    /// A fixed rate, sent in batches once a millisecond; every message opens with
+    /// `"ts_us":<send time, µs since the epoch>` (after its first string pair, if any), the
+    /// time its batch was written.
     Paced {
         /// Messages per second.
         per_sec: u32,
@@ -113,12 +115,16 @@ struct Shared {
 }
 
 impl Shared {
-    fn encode(&self, payload: &[u8], out: &mut Vec<u8>) {
+    /// Appends `payload` as a frame or a line; returns where in `out` the payload starts.
+    fn encode(&self, payload: &[u8], out: &mut Vec<u8>) -> usize {
         if self.config.scenario.is_lines() {
+            let at = out.len();
             out.extend_from_slice(payload);
             out.extend_from_slice(b"\r\n");
+            at
         } else {
             wire::push_frame(out, 1, payload);
+            out.len() - payload.len()
         }
     }
 }
@@ -535,17 +541,28 @@ impl Writer {
         }
         let limit = self.limit(upto);
         let mut out = Vec::new();
+        // Each message gets a placeholder of the stamp's width now; the batch's send time
+        // goes into all of them right before the write, so a stamp is when the message was
+        // sent — not when it was encoded, which for the first of a hundred messages is tens
+        // of µs (formatting the others) earlier and would count as every client's latency.
+        let placeholder = now_us().to_string();
+        let mut stamps = Vec::new();
+        let mut stamped = Vec::new();
         while self.sent < limit {
             let p = &self.shared.payloads[self.sent % self.shared.payloads.len()];
             let at = stamp_offset(p);
-            let mut stamped = Vec::with_capacity(p.len() + 32);
+            stamped.clear();
             stamped.extend_from_slice(&p[..at]);
-            stamped.extend_from_slice(format!("\"ts_us\":{},", now_us()).as_bytes());
+            stamped.extend_from_slice(STAMP_KEY);
+            stamped.extend_from_slice(placeholder.as_bytes());
+            stamped.push(b',');
             stamped.extend_from_slice(&p[at..]);
-            self.shared.encode(&stamped, &mut out);
+            let payload_at = self.shared.encode(&stamped, &mut out);
+            stamps.push(payload_at + at + STAMP_KEY.len());
             self.sent += 1;
         }
         if !out.is_empty() {
+            stamp(&mut out, &stamps, placeholder.len());
             wr.write_all(&out).await?;
             // The next batch is a tick away: nothing may wait in a TLS buffer meanwhile.
             wr.flush().await?;
@@ -650,12 +667,27 @@ fn stamp_offset(p: &[u8]) -> usize {
     after_first_pair().unwrap_or(1).min(p.len())
 }
 
+/// The key of a paced message's send stamp, with its colon.
+const STAMP_KEY: &[u8] = b"\"ts_us\":";
+
+/// Writes the time now (µs since the Unix epoch) over the `width` placeholder digits at each
+/// of `at` in `out`. A clock whose reading has another number of digits (not before the year
+/// 2286) leaves the placeholders: they hold the encoding time, a valid stamp too.
+fn stamp(out: &mut [u8], at: &[usize], width: usize) {
+    let now = now_us().to_string();
+    if now.len() != width {
+        return;
+    }
+    for &at in at {
+        out[at..at + width].copy_from_slice(now.as_bytes());
+    }
+}
+
 /// The send time a paced server stamped on a message (µs since the Unix epoch): a
 /// `"ts_us":<digits>` pair within the first [`STAMP_WITHIN`] bytes.
 pub fn sent_at_us(payload: &[u8]) -> Option<u64> {
     let head = &payload[..payload.len().min(STAMP_WITHIN)];
-    let key = b"\"ts_us\":";
-    let digits = &head[memchr::memmem::find(head, key)? + key.len()..];
+    let digits = &head[memchr::memmem::find(head, STAMP_KEY)? + STAMP_KEY.len()..];
     let mut value = 0u64;
     let mut any = false;
     for &b in digits.iter().take(20) {

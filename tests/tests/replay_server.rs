@@ -535,3 +535,33 @@ fn paced_mode_stamps_every_message() {
         "paced over {spread_us} us, not a burst"
     );
 }
+
+#[test]
+fn a_paced_batch_carries_the_time_it_was_written() {
+    // At 100,000/s the server writes about a hundred messages a millisecond. Their stamps are
+    // the write's time, not each one's encoding time: as many distinct stamps as batches,
+    // and batches are at least a millisecond apart.
+    let count = 3_000;
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(count),
+        mode: Mode::Paced { per_sec: 100_000 },
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut client = BlockingClient::connect(&srv.url(), WsConfig::default(), TIMEOUT).unwrap();
+    let (msgs, _) = drain(&mut client);
+    assert_eq!(msgs.len(), count);
+    let stamps: Vec<u64> = msgs
+        .iter()
+        .map(|m| feedwire_replay::sent_at_us(m).expect("stamped"))
+        .collect();
+    assert!(stamps.windows(2).all(|w| w[0] <= w[1]));
+    let mut distinct = stamps.clone();
+    distinct.dedup();
+    let spread_ms = (stamps[count - 1] - stamps[0]) / 1000;
+    assert!(
+        distinct.len() as u64 <= spread_ms + 2,
+        "{} distinct stamps over {spread_ms} ms",
+        distinct.len()
+    );
+}
