@@ -48,9 +48,10 @@ pub(crate) struct KeyRoles {
 /// Learned shapes of one stream's heads. A few hundred bytes.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct HeadShapes {
+    /// Slot 0 is tried first: the shape most heads fit.
     slots: [Shape; SLOTS],
-    /// The slot the next learned shape replaces: not the one that fitted or was learned last.
-    replace: usize,
+    /// The last verdict came from a shape other than slot 0's, or a shape was learned last.
+    other_fitted: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -129,16 +130,38 @@ enum ShapeEnd {
 }
 
 impl HeadShapes {
-    /// The verdict for `head` by a learned shape, if one fits.
+    /// The verdict for `head` by a learned shape, if one fits. Slot 0 is tried first; a shape
+    /// that fits another slot twice in a row (or right after it was learned) moves there. So
+    /// whichever order a stream's shapes were learned in (a quiet market's heartbeats come
+    /// before its first change), its common heads are not checked against another shape
+    /// first — a failed check costs as much as a fitting one, and more when the segment walk
+    /// follows it — while a shape that only interleaves (a heartbeat among deltas) moves
+    /// nothing.
     #[inline]
     pub(crate) fn verdict(&mut self, head: &[u8]) -> Option<&Verdict> {
-        let slot = (0..SLOTS).find(|&slot| self.slots[slot].fits(head))?;
-        self.replace = (slot + 1) % SLOTS;
-        Some(&self.slots[slot].fitted)
+        if self.slots[0].fits(head) {
+            self.other_fitted = false;
+            return Some(&self.slots[0].fitted);
+        }
+        let slot = (1..SLOTS).find(|&slot| self.slots[slot].fits(head))?;
+        Some(&self.promote(slot).fitted)
     }
 
-    /// Learns the shape of `head`, whose full walk gave `verdict`, into the slot that did not
-    /// fit last — unless it is a response (routed on the general path) or its walk ends in a
+    /// The shape in `slot` (not 0) fitted: it moves to slot 0 when a shape other than slot
+    /// 0's fitted (or was learned) last time too. Returns it, wherever it is now.
+    #[inline(never)]
+    fn promote(&mut self, slot: usize) -> &Shape {
+        if std::mem::replace(&mut self.other_fitted, true) {
+            self.other_fitted = false;
+            self.slots[..=slot].rotate_right(1);
+            return &self.slots[0];
+        }
+        &self.slots[slot]
+    }
+
+    /// Learns the shape of `head`, whose full walk gave `verdict`, into the first empty slot,
+    /// else the last (never slot 0's: the common shape stays while others come and go) —
+    /// unless it is a response (routed on the general path) or its walk ends in a
     /// way a shape cannot promise (a value cut off by the end of the head, a composite value
     /// it would skip, a malformed pair). `key_index` maps a key's range in `head` to the
     /// index of a rule key.
@@ -153,9 +176,12 @@ impl HeadShapes {
         if !matches!(verdict, Verdict::Data { .. }) {
             return; // keep both shapes: data resumes after a response
         }
-        let shape = &mut self.slots[self.replace];
+        let slot = (0..SLOTS)
+            .find(|&slot| self.slots[slot].end == ShapeEnd::Empty)
+            .unwrap_or(SLOTS - 1);
+        let shape = &mut self.slots[slot];
         if shape.learn(head, stop_at_composite, key_index, roles, verdict) {
-            self.replace = (self.replace + 1) % SLOTS;
+            self.other_fitted = slot != 0;
         } else {
             shape.clear();
         }
@@ -716,5 +742,45 @@ mod tests {
                 String::from_utf8_lossy(other)
             );
         }
+    }
+
+    #[test]
+    fn the_shape_most_heads_fit_is_tried_first_whatever_came_first() {
+        let classifier = Classifier::new(RouteRules::betfair());
+        let heartbeat = |clk: &str| {
+            format!(r#"{{"op":"mcm","id":2,"ct":"HEARTBEAT","clk":"{clk}","pt":17}}"#).into_bytes()
+        };
+        let mut shapes = HeadShapes::default();
+        // A quiet market: a heartbeat is learned before the first change.
+        classifier.verdict_by_shape(&heartbeat("AAA"), &mut shapes);
+        classifier.verdict_by_shape(&heartbeat("AAB"), &mut shapes);
+        assert!(shapes.slots[0].fits(&heartbeat("AAC")));
+        // Deltas from then on: learned into the other slot, first in line once they fit
+        // there again.
+        for (i, clk) in ["AAD", "AAE", "AAF"].into_iter().enumerate() {
+            let head = delta(clk, 1, "{}");
+            assert_eq!(
+                classifier.verdict_by_shape(&head, &mut shapes),
+                classifier.verdict_by_scan(&head)
+            );
+            assert_eq!(shapes.slots[0].fits(&head), i > 0, "delta {i}");
+        }
+        // A heartbeat among deltas fits where it is and moves nothing.
+        let beat = heartbeat("AAG");
+        assert_eq!(
+            classifier.verdict_by_shape(&beat, &mut shapes),
+            classifier.verdict_by_scan(&beat)
+        );
+        let next = delta("AAH", 2, "{}");
+        assert!(shapes.slots[0].fits(&next));
+        assert!(shapes.slots[1].fits(&beat));
+        // Nor does a shape seen once: it takes the last slot, not the deltas'.
+        let status = br#"{"op":"mcm","id":2,"ct":"RESUB_DELTA","clk":"AAI","pt":3}"#;
+        assert_eq!(
+            classifier.verdict_by_shape(status, &mut shapes),
+            classifier.verdict_by_scan(status)
+        );
+        assert!(shapes.slots[0].fits(&next));
+        assert!(shapes.slots[1].fits(status));
     }
 }
