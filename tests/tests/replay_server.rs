@@ -538,9 +538,10 @@ fn paced_mode_stamps_every_message() {
 
 #[test]
 fn a_paced_batch_carries_the_time_it_was_written() {
-    // At 100,000/s the server writes about a hundred messages a millisecond. Their stamps are
-    // the write's time, not each one's encoding time: as many distinct stamps as batches,
-    // and batches are at least a millisecond apart.
+    // At 100,000/s the server writes a millisecond's messages at once — about a hundred,
+    // more when its timer is late — and their stamps are the write's time, not each one's
+    // encoding time: far fewer distinct stamps than messages (the pacing takes 30 ms, so
+    // about 30 batches however the ticks fall).
     let count = 3_000;
     let srv = ReplayServer::start(ReplayConfig {
         count: Some(count),
@@ -556,12 +557,11 @@ fn a_paced_batch_carries_the_time_it_was_written() {
         .map(|m| feedwire_replay::sent_at_us(m).expect("stamped"))
         .collect();
     assert!(stamps.windows(2).all(|w| w[0] <= w[1]));
-    let mut distinct = stamps.clone();
+    let mut distinct = stamps;
     distinct.dedup();
-    let spread_ms = (stamps[count - 1] - stamps[0]) / 1000;
     assert!(
-        distinct.len() as u64 <= spread_ms + 2,
-        "{} distinct stamps over {spread_ms} ms",
+        distinct.len() <= count / 10,
+        "{} distinct stamps for {count} messages",
         distinct.len()
     );
 }
