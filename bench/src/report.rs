@@ -288,17 +288,26 @@ pub fn json(results: &Results) -> String {
     serde_json::to_string_pretty(&rows).expect("plain data serialises")
 }
 
-/// The machine, for BENCHMARKS.md: CPU model, cores, kernel.
+/// The machine, for BENCHMARKS.md: CPU model, cores, kernel. Cores are the machine's
+/// (`/proc/cpuinfo`), not the ones this process may run on: `--pin` has already confined it
+/// to one when the report is written.
 pub fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("model name"))
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".to_owned());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map_or_else(
+            || "unknown CPU".to_owned(),
+            |v| v.trim_start_matches([' ', '\t', ':']).to_owned(),
+        );
+    let cores = match cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count()
+    {
+        0 => std::thread::available_parallelism().map_or(0, |n| n.get()),
+        n => n,
+    };
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned());
     format!("{cpu}, {cores} cores, Linux {kernel}")
@@ -307,6 +316,20 @@ pub fn machine() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_machine_has_the_cores_it_has_when_the_report_runs_pinned() {
+        let cores = |m: &str| m.split(", ").nth(1).map(str::to_owned);
+        let free = machine();
+        // On a thread of its own: pinning is for the calling thread.
+        let pinned = std::thread::spawn(|| {
+            feedwire_replay::measure::pin_to_cpu(0).expect("CPU 0 exists");
+            machine()
+        })
+        .join()
+        .expect("no panic");
+        assert_eq!(cores(&pinned), cores(&free), "{pinned} / {free}");
+    }
 
     fn row(client: &'static str, peer: bool, cpu_by_round: &[Option<f64>]) -> Row {
         Row {
