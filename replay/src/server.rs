@@ -541,11 +541,12 @@ impl Writer {
         }
         let limit = self.limit(upto);
         let mut out = Vec::new();
-        // Each message gets a placeholder of the stamp's width now; the batch's send time
-        // goes into all of them right before the write, so a stamp is when the message was
-        // sent — not when it was encoded, which for the first of a hundred messages is tens
-        // of µs (formatting the others) earlier and would count as every client's latency.
-        let placeholder = now_us().to_string();
+        // Each message is stamped with the encoding time now (a valid stamp of the final
+        // width); the batch's send time overwrites all of them right before the write, so a
+        // stamp is when the message was sent — not when it was encoded, which for the first
+        // of a hundred messages is tens of µs (formatting the others) earlier and would
+        // count as every client's latency.
+        let provisional = now_us().to_string();
         let mut stamps = Vec::new();
         let mut stamped = Vec::new();
         while self.sent < limit {
@@ -554,7 +555,7 @@ impl Writer {
             stamped.clear();
             stamped.extend_from_slice(&p[..at]);
             stamped.extend_from_slice(STAMP_KEY);
-            stamped.extend_from_slice(placeholder.as_bytes());
+            stamped.extend_from_slice(provisional.as_bytes());
             stamped.push(b',');
             stamped.extend_from_slice(&p[at..]);
             let payload_at = self.shared.encode(&stamped, &mut out);
@@ -562,7 +563,7 @@ impl Writer {
             self.sent += 1;
         }
         if !out.is_empty() {
-            stamp(&mut out, &stamps, placeholder.len());
+            stamp(&mut out, &stamps, provisional.len());
             wr.write_all(&out).await?;
             // The next batch is a tick away: nothing may wait in a TLS buffer meanwhile.
             wr.flush().await?;
@@ -670,9 +671,9 @@ fn stamp_offset(p: &[u8]) -> usize {
 /// The key of a paced message's send stamp, with its colon.
 const STAMP_KEY: &[u8] = b"\"ts_us\":";
 
-/// Writes the time now (µs since the Unix epoch) over the `width` placeholder digits at each
-/// of `at` in `out`. A clock whose reading has another number of digits (not before the year
-/// 2286) leaves the placeholders: they hold the encoding time, a valid stamp too.
+/// Writes the time now (µs since the Unix epoch) over the `width` digits of the provisional
+/// stamp at each of `at` in `out`. A clock whose reading has another number of digits (not
+/// before the year 2286) leaves the provisional stamps: the encoding time, valid too.
 fn stamp(out: &mut [u8], at: &[usize], width: usize) {
     let now = now_us().to_string();
     if now.len() != width {
