@@ -1,6 +1,6 @@
 //! `cargo run --release -p feedwire-bench -- [--quick] [--json PATH] [--markdown PATH]
-//! [--runs N] [--scenario NAME]… [--client NAME]… [--no-throughput] [--no-latency] [--no-memory]
-//! [--pin] [--tls]`
+//! [--runs N] [--latency-runs N] [--scenario NAME]… [--client NAME]… [--no-throughput]
+//! [--no-latency] [--no-memory] [--pin] [--tls]`
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -13,69 +13,63 @@ use feedwire_bench::{child_main, json, machine, markdown, run, BenchOptions, LIM
 use feedwire_core::WsConfig;
 use feedwire_replay::Scenario;
 
-fn main() -> ExitCode {
-    child_main();
+/// What the command line asks for.
+#[derive(Debug)]
+struct Invocation {
+    options: BenchOptions,
+    json_path: Option<String>,
+    markdown_path: Option<String>,
+}
+
+/// Reads the flags (not the program name); `Ok(None)` for `--help`.
+fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Invocation>, String> {
     let mut options = BenchOptions::full();
     let mut json_path = None;
     let mut markdown_path = None;
     let mut scenarios = Vec::new();
     // Applied after every flag is read, so that no flag undoes another whatever the order.
-    let (mut quick, mut runs, mut throughput) = (false, None, true);
-    let mut args = std::env::args().skip(1);
+    let (mut quick, mut runs, mut latency_runs, mut throughput) = (false, None, None, true);
+    let number = |flag: &str, v: String| {
+        v.parse::<usize>()
+            .map_err(|_| format!("{flag}: not a number"))
+    };
     while let Some(arg) = args.next() {
         let mut value = |what: &str| args.next().ok_or(format!("{arg} needs {what}"));
-        let parsed: Result<(), String> = (|| {
-            match arg.as_str() {
-                "--quick" => quick = true,
-                "--json" => json_path = Some(value("a path")?),
-                "--markdown" => markdown_path = Some(value("a path")?),
-                "--runs" => {
-                    runs = Some(
-                        value("a number")?
-                            .parse()
-                            .map_err(|_| "--runs: not a number".to_owned())?,
-                    )
-                }
-                "--scenario" => {
-                    let name = value("a scenario")?;
-                    scenarios.push(
-                        Scenario::from_name(&name).ok_or(format!("unknown scenario {name}"))?,
-                    );
-                }
-                "--client" => options.clients.push(value("a client")?),
-                "--no-throughput" => throughput = false,
-                "--no-latency" => options.latency_rates.clear(),
-                "--no-memory" => options.memory = false,
-                "--pin" => options.pin = true,
-                "--tls" => options.tls = true,
-                "--help" | "-h" => {
-                    println!(
-                        "{}",
-                        include_str!("main.rs")
-                            .lines()
-                            .take(3)
-                            .collect::<Vec<_>>()
-                            .join("\n")
-                    );
-                    std::process::exit(0);
-                }
-                other => return Err(format!("unknown argument {other}")),
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--json" => json_path = Some(value("a path")?),
+            "--markdown" => markdown_path = Some(value("a path")?),
+            "--runs" => runs = Some(number("--runs", value("a number")?)?),
+            "--latency-runs" => latency_runs = Some(number("--latency-runs", value("a number")?)?),
+            "--scenario" => {
+                let name = value("a scenario")?;
+                scenarios
+                    .push(Scenario::from_name(&name).ok_or(format!("unknown scenario {name}"))?);
             }
-            Ok(())
-        })();
-        if let Err(e) = parsed {
-            eprintln!("{e}");
-            return ExitCode::from(2);
+            "--client" => options.clients.push(value("a client")?),
+            "--no-throughput" => throughput = false,
+            "--no-latency" => options.latency_rates.clear(),
+            "--no-memory" => options.memory = false,
+            "--pin" => options.pin = true,
+            "--tls" => options.tls = true,
+            "--help" | "-h" => return Ok(None),
+            other => return Err(format!("unknown argument {other}")),
         }
     }
     if quick {
         let q = BenchOptions::quick();
         options.runs = q.runs;
+        options.latency_runs = q.latency_runs;
         options.count_divisor = q.count_divisor;
         options.latency_secs = q.latency_secs;
     }
+    // `--runs` alone sets both; `--latency-runs` then sets the latency rounds apart.
     if let Some(runs) = runs {
         options.runs = runs;
+        options.latency_runs = runs;
+    }
+    if let Some(runs) = latency_runs {
+        options.latency_runs = runs;
     }
     if !scenarios.is_empty() {
         options.scenarios = scenarios;
@@ -83,6 +77,31 @@ fn main() -> ExitCode {
     if !throughput {
         options.scenarios.clear();
     }
+    Ok(Some(Invocation {
+        options,
+        json_path,
+        markdown_path,
+    }))
+}
+
+fn main() -> ExitCode {
+    child_main();
+    let Invocation {
+        options,
+        json_path,
+        markdown_path,
+    } = match parse(std::env::args().skip(1)) {
+        Ok(Some(invocation)) => invocation,
+        Ok(None) => {
+            let usage: Vec<&str> = include_str!("main.rs").lines().take(3).collect();
+            println!("{}", usage.join("\n"));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
     eprintln!("feedwire-bench on {}", machine());
     let results = match run(&options, &mut |line| eprintln!("{line}")) {
         Ok(r) => r,
@@ -160,7 +179,7 @@ fn main() -> ExitCode {
              the whole stream machine (classification, statistics, timers, reconnection) and \
              read data lent in place (`handle_read_with`, `Delivery::Lend`, `drive_lending`), \
              each peer in its fastest idiomatic way too. Latency percentiles are medians over \
-             the same alternating rounds.\n{table}",
+             alternating rounds too (as many as the latency table says).\n{table}",
             machine(),
             command.join(" ")
         );
@@ -170,4 +189,38 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    fn rounds(args: &[&str]) -> (usize, usize) {
+        let inv = parse(args.iter().map(|a| (*a).to_owned()))
+            .expect("valid flags")
+            .expect("not --help");
+        (inv.options.runs, inv.options.latency_runs)
+    }
+
+    #[test]
+    fn latency_rounds_follow_runs_unless_set_apart_in_any_order() {
+        assert_eq!(rounds(&[]), (5, 5));
+        assert_eq!(rounds(&["--runs", "9"]), (9, 9));
+        assert_eq!(rounds(&["--runs", "41", "--latency-runs", "9"]), (41, 9));
+        assert_eq!(rounds(&["--latency-runs", "9", "--runs", "41"]), (41, 9));
+        assert_eq!(rounds(&["--quick"]), (3, 3));
+        assert_eq!(rounds(&["--runs", "7", "--quick"]), (7, 7));
+    }
+
+    #[test]
+    fn bad_flags_are_named() {
+        let err = |args: &[&str]| parse(args.iter().map(|a| (*a).to_owned())).unwrap_err();
+        assert_eq!(
+            err(&["--latency-runs", "x"]),
+            "--latency-runs: not a number"
+        );
+        assert_eq!(err(&["--runs"]), "--runs needs a number");
+        assert_eq!(err(&["--bogus"]), "unknown argument --bogus");
+        assert!(parse(["--help".to_owned()].into_iter()).unwrap().is_none());
+    }
 }

@@ -126,11 +126,12 @@ pub fn markdown(results: &Results) -> String {
         }
     }
     if !results.latency.is_empty() {
-        out.push_str(
-            "\n### One-way latency, paced small_aggtrade (server send stamp — a batch a millisecond, stamped as it is written — → client has the message; medians of alternating rounds)\n\n\
+        let rounds = results.latency.iter().map(|l| l.runs).max().unwrap_or(0);
+        out.push_str(&format!(
+            "\n### One-way latency, paced small_aggtrade (server send stamp — a batch a millisecond, stamped as it is written — → client has the message; medians of {rounds} alternating rounds)\n\n\
              | rate | client | p50 µs | p99 µs | p99 min–max | p99 − limit µs | p99.9 µs | max µs | CPU µs/msg |\n\
              |---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
-        );
+        ));
         for r in &results.latency {
             let limit = results
                 .latency

@@ -14,6 +14,10 @@ use crate::recorder::Recorder;
 pub struct BenchOptions {
     /// Rounds per scenario (every client once per round).
     pub runs: usize,
+    /// Rounds per latency rate. Kept apart from `runs` because a latency round costs
+    /// `latency_secs` per client and rate (a throughput round, tens of ms), so the
+    /// throughput medians can take many more rounds in the same hour.
+    pub latency_runs: usize,
     /// Messages per run: the scenario's count divided by this.
     pub count_divisor: usize,
     /// Scenarios, in order.
@@ -37,10 +41,11 @@ pub struct BenchOptions {
 
 impl BenchOptions {
     /// The full benchmark: 5 rounds, every scenario at its full count, latency at 10k and
-    /// 100k msgs/s for 3 s each, memory.
+    /// 100k msgs/s for 3 s each (5 rounds), memory.
     pub fn full() -> Self {
         Self {
             runs: 5,
+            latency_runs: 5,
             count_divisor: 1,
             scenarios: vec![
                 Scenario::SmallAggTrade,
@@ -64,6 +69,7 @@ impl BenchOptions {
     pub fn quick() -> Self {
         Self {
             runs: 3,
+            latency_runs: 3,
             count_divisor: 5,
             latency_secs: 1,
             ..Self::full()
@@ -343,7 +349,7 @@ fn latency_once(client: &Client, target: &Target, count: u64) -> Result<LatencyS
     })
 }
 
-/// One-way latency at each paced rate (0.2 KB aggTrade): `runs` rounds, clients alternating
+/// One-way latency at each paced rate (0.2 KB aggTrade): `latency_runs` rounds, clients alternating
 /// as in the throughput runs; each percentile is the median over the rounds (a single
 /// 3-second run moves its p99 by tens of µs on a shared 2-core machine).
 pub fn run_latency(
@@ -372,7 +378,7 @@ pub fn run_latency(
         let target = target_of(&server)?;
         let mut samples: Vec<Vec<LatencySample>> = clients.iter().map(|_| Vec::new()).collect();
         let mut failures: Vec<Option<String>> = clients.iter().map(|_| None).collect();
-        for round in 0..options.runs {
+        for round in 0..options.latency_runs {
             for k in 0..clients.len() {
                 let i = (k + round) % clients.len();
                 match latency_once(clients[i], &target, count) {

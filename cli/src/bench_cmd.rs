@@ -20,9 +20,14 @@ pub(crate) struct BenchArgs {
     /// Also write the results as a JSON array to PATH.
     #[arg(long, value_name = "PATH")]
     json: Option<String>,
-    /// Rounds per scenario (each client once per round, in rotating order).
+    /// Rounds per scenario and per latency rate (each client once per round, in rotating
+    /// order).
     #[arg(long)]
     runs: Option<usize>,
+    /// Rounds per latency rate, when it should differ from `--runs` (a latency round takes
+    /// seconds per client, a throughput round milliseconds).
+    #[arg(long, value_name = "RUNS")]
+    latency_runs: Option<usize>,
 }
 
 pub(crate) fn run(args: &BenchArgs) -> Result<(), Failure> {
@@ -33,6 +38,10 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), Failure> {
     };
     if let Some(runs) = args.runs {
         options.runs = runs.max(1);
+        options.latency_runs = runs.max(1);
+    }
+    if let Some(runs) = args.latency_runs {
+        options.latency_runs = runs.max(1);
     }
     eprintln!("feedwire bench on {}", machine());
     let results =
