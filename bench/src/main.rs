@@ -29,9 +29,11 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Invocation>, S
     let mut scenarios = Vec::new();
     // Applied after every flag is read, so that no flag undoes another whatever the order.
     let (mut quick, mut runs, mut latency_runs, mut throughput) = (false, None, None, true);
-    let number = |flag: &str, v: String| {
-        v.parse::<usize>()
-            .map_err(|_| format!("{flag}: not a number"))
+    // Zero rounds would print tables of nothing.
+    let number = |flag: &str, v: String| match v.parse::<usize>() {
+        Ok(0) => Err(format!("{flag}: at least 1")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{flag}: not a number")),
     };
     while let Some(arg) = args.next() {
         let mut value = |what: &str| args.next().ok_or(format!("{arg} needs {what}"));
@@ -220,6 +222,7 @@ mod tests {
             "--latency-runs: not a number"
         );
         assert_eq!(err(&["--runs"]), "--runs needs a number");
+        assert_eq!(err(&["--runs", "0"]), "--runs: at least 1");
         assert_eq!(err(&["--bogus"]), "unknown argument --bogus");
         assert!(parse(["--help".to_owned()].into_iter()).unwrap().is_none());
     }
