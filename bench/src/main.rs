@@ -65,14 +65,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Invocation>, S
         options.count_divisor = q.count_divisor;
         options.latency_secs = q.latency_secs;
     }
-    // `--runs` alone sets both; `--latency-runs` then sets the latency rounds apart.
-    if let Some(runs) = runs {
-        options.runs = runs;
-        options.latency_runs = runs;
-    }
-    if let Some(runs) = latency_runs {
-        options.latency_runs = runs;
-    }
+    options.set_rounds(runs, latency_runs);
     if !scenarios.is_empty() {
         options.scenarios = scenarios;
     }

@@ -76,6 +76,18 @@ impl BenchOptions {
         }
     }
 
+    /// Applies `--runs` and `--latency-runs`: `runs` alone sets both counts, `latency_runs`
+    /// then sets the latency rounds apart, whichever flag came first.
+    pub fn set_rounds(&mut self, runs: Option<usize>, latency_runs: Option<usize>) {
+        if let Some(runs) = runs {
+            self.runs = runs;
+            self.latency_runs = runs;
+        }
+        if let Some(runs) = latency_runs {
+            self.latency_runs = runs;
+        }
+    }
+
     fn selected(&self) -> Vec<&'static Client> {
         ALL.iter()
             .filter(|c| self.clients.is_empty() || self.clients.iter().any(|n| n == c.name))

@@ -36,13 +36,10 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), Failure> {
     } else {
         BenchOptions::full()
     };
-    if let Some(runs) = args.runs {
-        options.runs = runs.max(1);
-        options.latency_runs = runs.max(1);
-    }
-    if let Some(runs) = args.latency_runs {
-        options.latency_runs = runs.max(1);
-    }
+    options.set_rounds(
+        args.runs.map(|r| r.max(1)),
+        args.latency_runs.map(|r| r.max(1)),
+    );
     eprintln!("feedwire bench on {}", machine());
     let results =
         feedwire_bench::run(&options, &mut |line| eprintln!("{line}")).map_err(Failure::failed)?;
