@@ -55,11 +55,23 @@ fn server(scenario: Scenario, tls: bool) -> ReplayServer {
     .expect("replay server")
 }
 
-/// The test CA in a file of its own, for `--ca`.
-fn ca_file(srv: &ReplayServer, name: &str) -> String {
-    let path = std::env::temp_dir().join(format!("feedwire-cli-{}-{name}.pem", std::process::id()));
-    std::fs::write(&path, &srv.pki().expect("TLS server").ca_pem).expect("write CA");
-    path.to_string_lossy().into_owned()
+/// The test CA in a file of its own, for `--ca`; removed when dropped, so test runs leave
+/// nothing behind in the temporary directory.
+struct CaFile(String);
+
+impl CaFile {
+    fn new(srv: &ReplayServer, name: &str) -> Self {
+        let path =
+            std::env::temp_dir().join(format!("feedwire-cli-{}-{name}.pem", std::process::id()));
+        std::fs::write(&path, &srv.pki().expect("TLS server").ca_pem).expect("write CA");
+        Self(path.to_string_lossy().into_owned())
+    }
+}
+
+impl Drop for CaFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 fn expected_lines(srv: &ReplayServer, n: usize) -> Vec<String> {
@@ -141,13 +153,13 @@ fn stream_prints_each_websocket_message_raw() {
 #[test]
 fn stream_over_tls_with_a_private_ca_as_jsonl() {
     let srv = server(Scenario::MediumKline, true);
-    let ca = ca_file(&srv, "ws");
+    let ca = CaFile::new(&srv, "ws");
     let out = feedwire(
         &[
             "stream",
             &srv.url(),
             "--ca",
-            &ca,
+            &ca.0,
             "--jsonl",
             "--count",
             "50",
@@ -190,8 +202,9 @@ fn stream_reads_lines_plain_and_over_tls() {
             "--session".into(),
             "s".into(),
         ];
-        if tls {
-            args.extend(["--ca".to_owned(), ca_file(&srv, "lines")]);
+        let ca = tls.then(|| CaFile::new(&srv, "lines"));
+        if let Some(ca) = &ca {
+            args.extend(["--ca".to_owned(), ca.0.clone()]);
         }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = feedwire(&refs, Duration::from_secs(30));
