@@ -132,3 +132,58 @@ fn a_command_from_another_thread_wakes_a_waiting_turn() {
         [StreamEvent::Crashed(_)]
     ));
 }
+
+/// `busy_poll`: every message arrives through the spinning wait, a turn's own limit still
+/// ends it (the spin is capped by it), and a command wakes a spinning turn.
+#[test]
+fn a_busy_polling_loop_delivers_keeps_its_limits_and_hears_commands() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(1000),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    // A spin far longer than any test: if a limit or an event did not end it, the test
+    // would take a minute per turn.
+    let spin = Duration::from_secs(60);
+    let mut feed = MioLoop::new(MioOptions {
+        busy_poll: spin,
+        ..MioOptions::default()
+    })
+    .unwrap();
+    let seen = Arc::new(Seen::default());
+    let (id, stats) = feed
+        .connect(
+            StreamConfig::binance_stream(&srv.url()),
+            Delivery::Handler(Box::new(Record(seen.clone()))),
+        )
+        .unwrap();
+    turn_until(&mut feed, "data", || {
+        seen.data.load(Ordering::Relaxed) == 1000
+    });
+    assert_eq!(stats.snapshot().messages_received, 1000);
+
+    // Nothing more comes: the turn ends at its own limit, not the spin's.
+    let start = Instant::now();
+    assert!(feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap());
+    assert!(start.elapsed() < spin / 2, "{:?}", start.elapsed());
+
+    let handle = feed.handle();
+    let other = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        handle.crash(id, "from another thread");
+    });
+    let start = Instant::now();
+    while !seen.ended.load(Ordering::Relaxed) {
+        feed.turn(None, |_| {}).unwrap();
+        assert!(
+            start.elapsed() < spin / 2,
+            "the command did not end the spin"
+        );
+    }
+    other.join().unwrap();
+    assert!(matches!(
+        seen.ends.lock().unwrap().as_slice(),
+        [StreamEvent::Crashed(_)]
+    ));
+}

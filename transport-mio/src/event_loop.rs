@@ -156,11 +156,7 @@ impl EventLoop {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            if let Err(e) = self.poll.poll(events, timeout) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
+            self.wait(events, timeout)?;
             for event in events.iter() {
                 if event.token() == WAKER {
                     continue;
@@ -192,6 +188,29 @@ impl EventLoop {
             }
             self.service_ready();
             Ok(true)
+        }
+    }
+
+    /// Waits for readiness for at most `timeout` (`None`: without a limit). With
+    /// [`MioOptions::busy_poll`], the first part of the wait polls without sleeping: the
+    /// data is taken the moment it is readable, not after the thread's wake-up.
+    fn wait(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
+        let spin = self.options.busy_poll;
+        if spin.is_zero() || timeout == Some(Duration::ZERO) {
+            return poll(&mut self.poll, events, timeout);
+        }
+        let spin = timeout.map_or(spin, |t| t.min(spin));
+        let start = Instant::now();
+        loop {
+            poll(&mut self.poll, events, Some(Duration::ZERO))?;
+            if !events.is_empty() {
+                return Ok(());
+            }
+            let spun = start.elapsed();
+            if spun >= spin {
+                let rest = timeout.map(|t| t.saturating_sub(spun));
+                return poll(&mut self.poll, events, rest);
+            }
         }
     }
 
@@ -449,6 +468,14 @@ impl EventLoop {
             // Budget spent or consumer behind: carry over to the next iteration.
             self.mark(id);
         }
+    }
+}
+
+/// One `epoll_wait`; a signal's interruption counts as a wait that found nothing.
+fn poll(poll: &mut Poll, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
+    match poll.poll(events, timeout) {
+        Err(e) if e.kind() != io::ErrorKind::Interrupted => Err(e),
+        _ => Ok(()),
     }
 }
 
