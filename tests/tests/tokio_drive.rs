@@ -135,6 +135,22 @@ fn with_every_handle_gone_the_close_is_awaited_asleep() {
 /// ends, with the stream closed by us, once `stop()` is called.
 #[test]
 fn driven_in_block_on_every_message_arrives_and_stop_ends_the_future() {
+    read_all_then_stop(TokioOptions::default());
+}
+
+/// `busy_poll`: the future spins instead of sleeping — and still every message arrives,
+/// the runtime's other task (a timer loop) runs, and its `stop()` ends the future. The spin
+/// is far longer than the test: a spin that kept the runtime from its drivers would hold
+/// the stopper's timer back for a minute, past the 20-second limit.
+#[test]
+fn a_busy_polling_stream_lets_the_runtime_run_and_stops_at_once() {
+    read_all_then_stop(TokioOptions {
+        busy_poll: Duration::from_secs(60),
+        ..TokioOptions::default()
+    });
+}
+
+fn read_all_then_stop(options: TokioOptions) {
     const COUNT: u64 = 20_000;
     let srv = ReplayServer::start(ReplayConfig {
         count: Some(usize::try_from(COUNT).expect("count")),
@@ -153,12 +169,8 @@ fn driven_in_block_on_every_message_arrives_and_stop_ends_the_future() {
         .enable_all()
         .build()
         .expect("runtime");
-    let (handle, drive) = drive_lending(
-        StreamConfig::binance_stream(&srv.url()),
-        TokioOptions::default(),
-        watch,
-    )
-    .expect("valid config");
+    let (handle, drive) = drive_lending(StreamConfig::binance_stream(&srv.url()), options, watch)
+        .expect("valid config");
     let seen = Arc::clone(&data);
     let stopper = rt.spawn(async move {
         while seen.load(Ordering::Relaxed) < COUNT {

@@ -239,6 +239,21 @@ impl Driver {
                 self.armed = Some(deadline);
             }
         }
+        if !self.options.busy_poll.is_zero() {
+            let until = Instant::now() + self.options.busy_poll;
+            loop {
+                let looked = std::future::poll_fn(|cx| Poll::Ready(self.poll_wake(cx))).await;
+                if let Poll::Ready(wake) = looked {
+                    return wake;
+                }
+                if Instant::now() >= until {
+                    break;
+                }
+                // Back after the runtime has polled its drivers (without sleeping: this task
+                // is ready to run).
+                tokio::task::yield_now().await;
+            }
+        }
         std::future::poll_fn(|cx| self.poll_wake(cx)).await
     }
 
