@@ -128,10 +128,18 @@ pub fn markdown(results: &Results) -> String {
     if !results.latency.is_empty() {
         let rounds = results.latency.iter().map(|l| l.runs).max().unwrap_or(0);
         out.push_str(&format!(
-            "\n### One-way latency, paced small_aggtrade (server send stamp — a batch a millisecond, stamped as it is written — → client has the message; medians of {rounds} alternating rounds)\n\n\
-             | rate | client | p50 µs | p99 µs | p99 min–max | p99 − limit µs | p99.9 µs | max µs | CPU µs/msg |\n\
-             |---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+            "\n### One-way latency, paced small_aggtrade (server send stamp — a batch a millisecond, stamped as it is written — → client has the message; medians of {rounds} alternating rounds)\n\n"
         ));
+        if results.latency.iter().any(|l| l.client.ends_with("-spin")) {
+            out.push_str(&format!(
+                "The `-spin` rows are the mio loop and the tokio adapter with `busy_poll` at {} ms: they poll without sleeping between the 1 ms batches, so their CPU column is a whole core; every other client sleeps until the kernel wakes it.\n\n",
+                crate::clients::SPIN.as_millis()
+            ));
+        }
+        out.push_str(
+            "| rate | client | p50 µs | p99 µs | p99 min–max | p99 − limit µs | p99.9 µs | max µs | CPU µs/msg |\n\
+             |---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
         for r in &results.latency {
             let limit = results
                 .latency

@@ -272,7 +272,7 @@ pub fn run_scenario(
     let clients: Vec<&Client> = options
         .selected()
         .into_iter()
-        .filter(|c| if target.lines { c.lines } else { c.websocket })
+        .filter(|c| c.throughput && if target.lines { c.lines } else { c.websocket })
         .collect();
     let mut samples: Vec<Vec<Sample>> = clients.iter().map(|_| Vec::new()).collect();
     let mut by_round: Vec<Vec<Option<f64>>> = clients.iter().map(|_| Vec::new()).collect();
@@ -455,7 +455,11 @@ pub fn run_memory(
     let (server, _, count) = firehose(&plain, Scenario::HugeTickerArr)?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
-    for client in options.selected().into_iter().filter(|c| c.websocket) {
+    for client in options
+        .selected()
+        .into_iter()
+        .filter(|c| c.throughput && c.websocket)
+    {
         let out = std::process::Command::new(&exe)
             .args([MEMORY_ARG, client.name, server.url(), &count.to_string()])
             .output()

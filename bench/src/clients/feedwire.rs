@@ -17,7 +17,7 @@ use feedwire_core::{
 use feedwire_mio::{Delivery, MioLoop, MioOptions};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
-use super::{err, runtime, Extra, Target, STALL};
+use super::{err, runtime, Extra, Target, SPIN, STALL};
 use crate::recorder::Recorder;
 
 fn config(target: &Target) -> StreamConfig {
@@ -236,8 +236,23 @@ pub(super) fn blocking(target: &Target, mut rec: Recorder) -> Result<(Recorder, 
 }
 
 pub(super) fn mio(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
+    mio_polling(target, rec, Duration::ZERO)
+}
+
+/// The mio loop spinning instead of sleeping between the paced server's batches (1 ms
+/// apart): [`MioOptions::busy_poll`] at [`SPIN`].
+pub(super) fn mio_spin(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
+    mio_polling(target, rec, SPIN)
+}
+
+fn mio_polling(
+    target: &Target,
+    rec: Recorder,
+    busy_poll: Duration,
+) -> Result<(Recorder, Extra), String> {
     let options = MioOptions {
         tls: target.tls.clone(),
+        busy_poll,
         ..MioOptions::default()
     };
     let mut feed = MioLoop::new(options).map_err(|e| err("mio")(&e))?;
@@ -273,6 +288,20 @@ pub(super) fn mio(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), S
 }
 
 pub(super) fn tokio(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
+    tokio_polling(target, rec, Duration::ZERO)
+}
+
+/// The tokio adapter spinning instead of sleeping between the paced server's batches:
+/// [`feedwire_tokio::TokioOptions::busy_poll`] at [`SPIN`].
+pub(super) fn tokio_spin(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
+    tokio_polling(target, rec, SPIN)
+}
+
+fn tokio_polling(
+    target: &Target,
+    rec: Recorder,
+    busy_poll: Duration,
+) -> Result<(Recorder, Extra), String> {
     let rt = runtime()?;
     let lines = target.lines;
     rt.block_on(async {
@@ -283,6 +312,7 @@ pub(super) fn tokio(target: &Target, rec: Recorder) -> Result<(Recorder, Extra),
         };
         let options = feedwire_tokio::TokioOptions {
             tls: target.tls.clone(),
+            busy_poll,
             ..Default::default()
         };
         let (handle, drive) = feedwire_tokio::drive_lending(config(target), options, record)

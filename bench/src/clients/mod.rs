@@ -87,6 +87,9 @@ pub struct Client {
     pub lines: bool,
     /// A peer library (not feedwire, not the limit): the "best peer" ratio is over these.
     pub peer: bool,
+    /// Measured in the throughput and memory tables too, not only for latency: false for a
+    /// configuration that only changes how a client waits (a firehose never waits).
+    pub throughput: bool,
     /// The run.
     pub run: RunFn,
 }
@@ -98,6 +101,7 @@ pub const ALL: &[Client] = &[
         websocket: true,
         lines: true,
         peer: false,
+        throughput: true,
         run: limit::run,
     },
     Client {
@@ -105,6 +109,7 @@ pub const ALL: &[Client] = &[
         websocket: true,
         lines: false,
         peer: false,
+        throughput: true,
         run: limit::run_utf8,
     },
     Client {
@@ -112,6 +117,7 @@ pub const ALL: &[Client] = &[
         websocket: true,
         lines: true,
         peer: false,
+        throughput: true,
         run: feedwire::blocking,
     },
     Client {
@@ -119,20 +125,39 @@ pub const ALL: &[Client] = &[
         websocket: true,
         lines: true,
         peer: false,
+        throughput: true,
         run: feedwire::mio,
+    },
+    Client {
+        name: "feedwire-mio-spin",
+        websocket: true,
+        lines: false,
+        peer: false,
+        throughput: false,
+        run: feedwire::mio_spin,
     },
     Client {
         name: "feedwire-tokio",
         websocket: true,
         lines: true,
         peer: false,
+        throughput: true,
         run: feedwire::tokio,
+    },
+    Client {
+        name: "feedwire-tokio-spin",
+        websocket: true,
+        lines: false,
+        peer: false,
+        throughput: false,
+        run: feedwire::tokio_spin,
     },
     Client {
         name: "tokio-tungstenite",
         websocket: true,
         lines: false,
         peer: true,
+        throughput: true,
         run: peers_tokio::tungstenite,
     },
     Client {
@@ -140,6 +165,7 @@ pub const ALL: &[Client] = &[
         websocket: true,
         lines: false,
         peer: true,
+        throughput: true,
         run: peers_tokio::fastwebsockets,
     },
     Client {
@@ -147,6 +173,7 @@ pub const ALL: &[Client] = &[
         websocket: true,
         lines: false,
         peer: true,
+        throughput: true,
         run: peers_tokio::tokio_websockets,
     },
     Client {
@@ -154,6 +181,7 @@ pub const ALL: &[Client] = &[
         websocket: true,
         lines: false,
         peer: true,
+        throughput: true,
         run: peers_blocking::nexus_web,
     },
     Client {
@@ -161,6 +189,7 @@ pub const ALL: &[Client] = &[
         websocket: true,
         lines: false,
         peer: true,
+        throughput: true,
         run: peers_tokio::nexus_async_net,
     },
     Client {
@@ -168,9 +197,14 @@ pub const ALL: &[Client] = &[
         websocket: true,
         lines: false,
         peer: true,
+        throughput: true,
         run: peers_tokio::sockudo_ws,
     },
 ];
+
+/// The `-spin` clients' `busy_poll`: twice the paced server's 1 ms between batches, so they
+/// never sleep in a latency run.
+pub(crate) const SPIN: Duration = Duration::from_millis(2);
 
 /// No run may hang the benchmark: blocking reads and async runs give up after this.
 pub(crate) const STALL: Duration = Duration::from_secs(60);
