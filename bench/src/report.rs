@@ -132,7 +132,7 @@ pub fn markdown(results: &Results) -> String {
         ));
         if results.latency.iter().any(|l| l.client.ends_with("-spin")) {
             out.push_str(&format!(
-                "The `-spin` rows are the mio loop and the tokio adapter with `busy_poll` at {} ms: they poll without sleeping between the 1 ms batches, so their CPU column is a whole core; every other client sleeps until the kernel wakes it.\n\n",
+                "The `-spin` rows poll without sleeping between the 1 ms batches, so their CPU column is a whole core; every other client sleeps until the kernel wakes it. `limit-spin` is the raw reader on a non-blocking socket, reading again at once when there is nothing; `feedwire-mio-spin` and `feedwire-tokio-spin` are the mio loop and the tokio adapter with `busy_poll` at {} ms. A `-spin` row's p99 − limit is against `limit-spin`.\n\n",
                 crate::clients::SPIN.as_millis()
             ));
         }
@@ -141,10 +141,15 @@ pub fn markdown(results: &Results) -> String {
              |---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for r in &results.latency {
+            let floor = if r.client.ends_with("-spin") {
+                "limit-spin"
+            } else {
+                "limit"
+            };
             let limit = results
                 .latency
                 .iter()
-                .find(|l| l.rate == r.rate && l.client == "limit" && l.failure.is_none())
+                .find(|l| l.rate == r.rate && l.client == floor && l.failure.is_none())
                 .map(|l| l.p99_us);
             latency_line(&mut out, r, limit);
         }

@@ -8,8 +8,9 @@
 //! messages ([`TextValidator`]): between the two rows lies the cost of validation, between
 //! `limit-utf8` and a feedwire row the cost of everything else the library does.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::time::Instant;
 
 use feedwire_core::testing::TextValidator;
 
@@ -22,31 +23,83 @@ pub const READ: usize = 256 * 1024;
 const HEAD: usize = feedwire_replay::STAMP_WITHIN;
 
 pub(super) fn run(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
-    connect_and_receive(target, rec, false)
+    connect_and_receive(target, rec, false, false)
 }
 
 /// [`run`] with text payloads validated as UTF-8, as feedwire validates them.
 pub(super) fn run_utf8(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
-    connect_and_receive(target, rec, true)
+    connect_and_receive(target, rec, true, false)
+}
+
+/// [`run`] on a non-blocking socket, spinning until bytes come: the floor for the `-spin`
+/// clients, as [`run`] is for the clients that sleep.
+pub(super) fn run_spin(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
+    connect_and_receive(target, rec, false, true)
 }
 
 fn connect_and_receive(
     target: &Target,
     rec: Recorder,
     validate: bool,
+    spin: bool,
 ) -> Result<(Recorder, Extra), String> {
     let sock = TcpStream::connect(&target.addr).map_err(|e| err("connect")(&e))?;
     sock.set_nodelay(true).map_err(|e| err("nodelay")(&e))?;
     sock.set_read_timeout(Some(STALL))
         .map_err(|e| err("timeout")(&e))?;
+    let nonblocking = |s: &TcpStream| s.set_nonblocking(true).map_err(|e| err("nonblocking")(&e));
     match target.tls.as_ref() {
-        Some(config) => receive(
-            super::tls::blocking(target, config, sock)?,
-            target,
-            rec,
-            validate,
-        ),
+        Some(config) => {
+            // The TLS handshake is done blocking; only the reads after it spin.
+            let tls = super::tls::blocking(target, config, sock)?;
+            if spin {
+                nonblocking(&tls.sock)?;
+                return receive(Spinning(tls), target, rec, validate);
+            }
+            receive(tls, target, rec, validate)
+        }
+        None if spin => {
+            nonblocking(&sock)?;
+            receive(Spinning(sock), target, rec, validate)
+        }
         None => receive(sock, target, rec, validate),
+    }
+}
+
+/// A non-blocking socket used as a blocking one: an operation that would block is tried
+/// again at once, for at most [`STALL`].
+struct Spinning<S>(S);
+
+impl<S> Spinning<S> {
+    fn retry<T>(&mut self, mut op: impl FnMut(&mut S) -> io::Result<T>) -> io::Result<T> {
+        let since = Instant::now();
+        loop {
+            match op(&mut self.0) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if since.elapsed() > STALL {
+                        return Err(io::ErrorKind::TimedOut.into());
+                    }
+                    std::hint::spin_loop();
+                }
+                done => return done,
+            }
+        }
+    }
+}
+
+impl<S: Read> Read for Spinning<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.retry(|s| s.read(buf))
+    }
+}
+
+impl<S: Write> Write for Spinning<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.retry(|s| s.write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.retry(Write::flush)
     }
 }
 

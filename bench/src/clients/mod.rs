@@ -113,6 +113,14 @@ pub const ALL: &[Client] = &[
         run: limit::run_utf8,
     },
     Client {
+        name: "limit-spin",
+        websocket: true,
+        lines: false,
+        peer: false,
+        throughput: false,
+        run: limit::run_spin,
+    },
+    Client {
         name: "feedwire-blocking",
         websocket: true,
         lines: true,
