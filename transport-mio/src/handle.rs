@@ -24,13 +24,12 @@ pub struct MioOptions {
     /// Most bytes read from one connection per wake-up, so one busy stream cannot starve the
     /// others (default 1 MiB).
     pub read_budget: usize,
-    /// Busy polling: when a turn would wait, it first polls without sleeping for up to this
-    /// long (never beyond the turn's own limit), then sleeps in `epoll_wait` for the rest.
-    /// Default zero: never spin. A sleeping thread's wake-up adds its own latency to every
-    /// burst of messages (tens of µs on a virtual machine, whose idle vCPU is woken by an
-    /// interrupt through the hypervisor); spinning removes it at the price of a core kept
-    /// busy while the streams are quiet. Meant for a loop thread pinned to a core of its
-    /// own, with the spin longer than the usual gap between messages.
+    /// Busy polling: when a turn would wait, it first polls (`epoll_wait` with a zero
+    /// timeout) for up to this long, never beyond the turn's own limit, then sleeps for the
+    /// rest. Default zero: never spin. Spinning takes bytes the moment they are readable,
+    /// without the sleeping thread's wake-up (tens of µs on a virtual machine), and keeps a
+    /// core busy while the streams are quiet: for a loop thread on a core of its own, with
+    /// the spin longer than the usual gap between messages.
     pub busy_poll: Duration,
 }
 

@@ -249,8 +249,8 @@ impl Driver {
                 if Instant::now() >= until {
                     break;
                 }
-                // Back after the runtime has polled its drivers (without sleeping: this task
-                // is ready to run).
+                // tokio resumes a yielded task after polling its drivers, without sleeping
+                // (the task is ready): new bytes or a due timer are seen by the next look.
                 tokio::task::yield_now().await;
             }
         }

@@ -29,14 +29,11 @@ pub struct TokioOptions {
     pub send_buffer: Option<u32>,
     /// CSPRNG seed (default: from the OS).
     pub seed: Option<Seed>,
-    /// Busy polling: when the stream would wait, its task first yields to the runtime and
-    /// looks again, for up to this long, instead of sleeping until woken (the runtime polls
-    /// its I/O driver, without sleeping, between a yielded task's polls). Default zero: never
-    /// spin. A sleeping thread's wake-up adds its own latency to every burst of messages (tens
-    /// of µs on a virtual machine, whose idle vCPU is woken by an interrupt through the
-    /// hypervisor); spinning removes it at the price of a core kept busy while the stream is
-    /// quiet. Meant for a current-thread runtime on a core of its own, with the spin longer
-    /// than the usual gap between messages.
+    /// Busy polling: when the stream would wait, its task first yields and looks again for
+    /// up to this long (tokio polls its I/O and timer drivers, without sleeping, before it
+    /// resumes a yielded task), then sleeps until woken. Default zero: never spin. The
+    /// trade is the mio loop's `busy_poll`: no wake-up latency, a core kept busy while the
+    /// stream is quiet — for a current-thread runtime on a core of its own.
     pub busy_poll: Duration,
 }
 
