@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use feedwire_core::{CloseInitiator, StreamConfig, StreamEvent};
-use feedwire_mio::{user_token, user_token_number, Delivery, Handler, MioLoop, MioOptions};
+use feedwire_mio::{
+    user_token, user_token_number, Delivery, Handler, MioLoop, MioOptions, StreamId,
+};
 use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
 use mio::net::UdpSocket;
 use mio::Interest;
@@ -97,60 +99,16 @@ fn the_application_turns_the_loop_and_shares_its_poll() {
     );
 }
 
-#[test]
-fn a_command_from_another_thread_wakes_a_waiting_turn() {
+/// A replay server of `count` small messages, a loop with `options` and one stream on it,
+/// turned until every message arrived.
+fn streaming(count: usize, options: MioOptions) -> (ReplayServer, MioLoop, Arc<Seen>, StreamId) {
     let srv = ReplayServer::start(ReplayConfig {
-        count: Some(10),
+        count: Some(count),
         hold_open: true,
         ..ReplayConfig::new(Scenario::SmallAggTrade)
     })
     .unwrap();
-    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
-    let seen = Arc::new(Seen::default());
-    let (id, _) = feed
-        .connect(
-            StreamConfig::binance_stream(&srv.url()),
-            Delivery::Handler(Box::new(Record(seen.clone()))),
-        )
-        .unwrap();
-    turn_until(&mut feed, "data", || {
-        seen.data.load(Ordering::Relaxed) == 10
-    });
-
-    let handle = feed.handle();
-    let other = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(100));
-        handle.crash(id, "from another thread");
-    });
-    // Waits without a limit of its own: the command's waker ends the wait.
-    while !seen.ended.load(Ordering::Relaxed) {
-        feed.turn(None, |_| {}).unwrap();
-    }
-    other.join().unwrap();
-    assert!(matches!(
-        seen.ends.lock().unwrap().as_slice(),
-        [StreamEvent::Crashed(_)]
-    ));
-}
-
-/// `busy_poll`: every message arrives through the spinning wait, a turn's own limit still
-/// ends it (the spin is capped by it), and a command wakes a spinning turn.
-#[test]
-fn a_busy_polling_loop_delivers_keeps_its_limits_and_hears_commands() {
-    let srv = ReplayServer::start(ReplayConfig {
-        count: Some(1000),
-        hold_open: true,
-        ..ReplayConfig::new(Scenario::SmallAggTrade)
-    })
-    .unwrap();
-    // A spin far longer than any test: if a limit or an event did not end it, the test
-    // would take a minute per turn.
-    let spin = Duration::from_secs(60);
-    let mut feed = MioLoop::new(MioOptions {
-        busy_poll: spin,
-        ..MioOptions::default()
-    })
-    .unwrap();
+    let mut feed = MioLoop::new(options).unwrap();
     let seen = Arc::new(Seen::default());
     let (id, stats) = feed
         .connect(
@@ -159,15 +117,16 @@ fn a_busy_polling_loop_delivers_keeps_its_limits_and_hears_commands() {
         )
         .unwrap();
     turn_until(&mut feed, "data", || {
-        seen.data.load(Ordering::Relaxed) == 1000
+        seen.data.load(Ordering::Relaxed) == count as u64
     });
-    assert_eq!(stats.snapshot().messages_received, 1000);
+    assert_eq!(stats.snapshot().messages_received, count as u64);
+    (srv, feed, seen, id)
+}
 
-    // Nothing more comes: the turn ends at its own limit, not the spin's.
-    let start = Instant::now();
-    assert!(feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap());
-    assert!(start.elapsed() < spin / 2, "{:?}", start.elapsed());
-
+/// Crashes `id` from another thread 100 ms from now while this one turns the loop with no
+/// limit of its own, so only the command's waker can end the wait; asserts the crash arrived
+/// within `within`.
+fn crash_from_another_thread(feed: &mut MioLoop, id: StreamId, seen: &Seen, within: Duration) {
     let handle = feed.handle();
     let other = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(100));
@@ -176,14 +135,39 @@ fn a_busy_polling_loop_delivers_keeps_its_limits_and_hears_commands() {
     let start = Instant::now();
     while !seen.ended.load(Ordering::Relaxed) {
         feed.turn(None, |_| {}).unwrap();
-        assert!(
-            start.elapsed() < spin / 2,
-            "the command did not end the spin"
-        );
+        assert!(start.elapsed() < within, "the command did not end the wait");
     }
     other.join().unwrap();
     assert!(matches!(
         seen.ends.lock().unwrap().as_slice(),
         [StreamEvent::Crashed(_)]
     ));
+}
+
+#[test]
+fn a_command_from_another_thread_wakes_a_waiting_turn() {
+    let (_srv, mut feed, seen, id) = streaming(10, MioOptions::default());
+    crash_from_another_thread(&mut feed, id, &seen, Duration::from_secs(20));
+}
+
+/// `busy_poll`: every message arrives through the spinning wait, a turn's own limit still
+/// ends it (the spin is capped by it), and a command wakes a spinning turn.
+#[test]
+fn a_busy_polling_loop_delivers_keeps_its_limits_and_hears_commands() {
+    // A spin far longer than any test: if a limit or an event did not end it, the test
+    // would take a minute per turn.
+    let spin = Duration::from_secs(60);
+    let (_srv, mut feed, seen, id) = streaming(
+        1000,
+        MioOptions {
+            busy_poll: spin,
+            ..MioOptions::default()
+        },
+    );
+    // Nothing more comes: the turn ends at its own limit, not the spin's.
+    let start = Instant::now();
+    assert!(feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap());
+    assert!(start.elapsed() < spin / 2, "{:?}", start.elapsed());
+
+    crash_from_another_thread(&mut feed, id, &seen, spin / 2);
 }
