@@ -7,6 +7,10 @@
 //! `limit-utf8` is the same WebSocket reader plus the UTF-8 validation feedwire gives text
 //! messages ([`TextValidator`]): between the two rows lies the cost of validation, between
 //! `limit-utf8` and a feedwire row the cost of everything else the library does.
+//!
+//! `limit-spin` is the WebSocket reader on a non-blocking socket that reads again at once
+//! when there is nothing (latency runs only): the floor for clients that spin rather than
+//! sleep between bursts, whose latency the sleeping limit would flatter.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
