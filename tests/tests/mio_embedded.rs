@@ -154,20 +154,22 @@ fn a_command_from_another_thread_wakes_a_waiting_turn() {
 /// ends it (the spin is capped by it), and a command wakes a spinning turn.
 #[test]
 fn a_busy_polling_loop_delivers_keeps_its_limits_and_hears_commands() {
-    // A spin far longer than any test: if a limit or an event did not end it, the test
-    // would take a minute per turn.
-    let spin = Duration::from_secs(60);
+    // A spin with no end (and no overflow): only a turn's limit or an event may end it.
     let (_srv, mut feed, seen, id) = streaming(
         1000,
         MioOptions {
-            busy_poll: spin,
+            busy_poll: Duration::MAX,
             ..MioOptions::default()
         },
     );
-    // Nothing more comes: the turn ends at its own limit, not the spin's.
+    // Nothing more comes: the turn ends at its own limit.
     let start = Instant::now();
     assert!(feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap());
-    assert!(start.elapsed() < spin / 2, "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
 
-    crash_from_another_thread(&mut feed, id, &seen, spin / 2);
+    crash_from_another_thread(&mut feed, id, &seen, Duration::from_secs(20));
 }

@@ -138,16 +138,26 @@ fn driven_in_block_on_every_message_arrives_and_stop_ends_the_future() {
     read_all_then_stop(TokioOptions::default());
 }
 
-/// `busy_poll`: the future spins instead of sleeping — and still every message arrives,
-/// the runtime's other task (a timer loop) runs, and its `stop()` ends the future. The spin
-/// is far longer than the test: a spin that kept the runtime from its drivers would hold
-/// the stopper's timer back for a minute, past the 20-second limit.
+/// `busy_poll`: the future spins instead of sleeping, without end (`Duration::MAX`, which
+/// must not overflow a deadline) — and still every message arrives, the runtime's other task
+/// (a timer loop) runs, and its `stop()` ends the future. A spin that kept the runtime from
+/// its drivers would never see the stop: the watchdog fails the test instead of hanging.
 #[test]
 fn a_busy_polling_stream_lets_the_runtime_run_and_stops_at_once() {
+    let done = Arc::new(AtomicBool::new(false));
+    let watched = Arc::clone(&done);
+    thread::spawn(move || {
+        thread::sleep(Duration::from_secs(60));
+        if !watched.load(Ordering::Relaxed) {
+            eprintln!("a busy-polling stream did not end within 60 s");
+            std::process::abort();
+        }
+    });
     read_all_then_stop(TokioOptions {
-        busy_poll: Duration::from_secs(60),
+        busy_poll: Duration::MAX,
         ..TokioOptions::default()
     });
+    done.store(true, Ordering::Relaxed);
 }
 
 fn read_all_then_stop(options: TokioOptions) {

@@ -240,13 +240,15 @@ impl Driver {
             }
         }
         if !self.options.busy_poll.is_zero() {
-            let until = Instant::now() + self.options.busy_poll;
+            // Elapsed time against the spin, not a deadline: `Instant + Duration::MAX`
+            // would overflow, and a spin that long is a valid "never sleep".
+            let start = Instant::now();
             loop {
                 let looked = std::future::poll_fn(|cx| Poll::Ready(self.poll_wake(cx))).await;
                 if let Poll::Ready(wake) = looked {
                     return wake;
                 }
-                if Instant::now() >= until {
+                if start.elapsed() >= self.options.busy_poll {
                     break;
                 }
                 // tokio resumes a yielded task after polling its drivers, without sleeping
