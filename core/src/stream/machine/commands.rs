@@ -1,0 +1,275 @@
+//! The application's commands: stop and crash, subscriptions, requests, sends; control
+//! messages paced by `control_rate`.
+
+use std::time::{Duration, Instant};
+
+use super::{Feed, Outgoing, Stream, STREAMS_PER_REQUEST};
+use crate::error::StreamError;
+use crate::route::RequestId;
+use crate::stream::clocks::Clocks;
+use crate::stream::config::Profile;
+use crate::stream::event::{EndReason, RequestKind, StreamState};
+use crate::stream::profile::{self, BetfairSubscription, Template};
+use crate::stream::timers::Timer;
+use crate::ws::CloseInitiator;
+
+impl Stream {
+    /// Graceful stop: WebSocket Close (then wait for the peer up to the close timeout), or
+    /// the end of a line session. Ends as `Closed { by: Local }`; no reconnect follows.
+    pub fn stop(&mut self, now: Instant) {
+        if self.state.is_terminal() || self.stop_requested {
+            return;
+        }
+        self.stop_requested = true;
+        tracing::info!(host = %self.endpoint.host, "stream stop requested");
+        self.timers.clear();
+        self.outbox.clear();
+        let closing = matches!(self.state, StreamState::Open)
+            && self.conn.as_mut().is_some_and(|c| c.close(now));
+        if closing {
+            self.state = StreamState::Closing;
+        } else {
+            self.finish(
+                StreamState::Closed {
+                    by: CloseInitiator::Local,
+                },
+                now,
+            );
+        }
+        self.publish(now);
+    }
+
+    /// Immediate end: no close handshake, the transport drops the connection now. Ends as
+    /// `Crashed(UserCrash(reason))`; no reconnect follows.
+    pub fn crash(&mut self, reason: &str, now: Instant) {
+        if self.state.is_terminal() {
+            return;
+        }
+        tracing::warn!(host = %self.endpoint.host, reason, "stream crash requested");
+        self.finish(
+            StreamState::Crashed(EndReason::UserCrash(reason.to_owned())),
+            now,
+        );
+        self.publish(now);
+    }
+
+    /// Subscribes to Binance streams (e.g. `btcusdt@aggTrade`). Sent now if open (paced),
+    /// otherwise on the next connection.
+    pub fn subscribe(&mut self, streams: &[&str], now: Instant) -> Result<(), StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::BinanceStream))?;
+        if let Some(bad) = streams.iter().find(|s| !profile::is_plain_json_string(s)) {
+            return Err(StreamError::InvalidStreamName((*bad).to_owned()));
+        }
+        let new: Vec<String> = streams
+            .iter()
+            .filter(|s| !self.streams.contains(**s))
+            .map(|s| (*s).to_owned())
+            .collect();
+        if self.streams.len() + new.len() > self.config.max_streams {
+            return Err(StreamError::TooManyStreams {
+                max: self.config.max_streams,
+            });
+        }
+        if new.is_empty() {
+            return Ok(());
+        }
+        self.streams.extend(new.iter().cloned());
+        self.stats.current.subscriptions = self.streams.len() as u64;
+        if matches!(self.state, StreamState::Open) {
+            self.arm_first_data(now);
+            for chunk in new.chunks(STREAMS_PER_REQUEST) {
+                let template = profile::binance_method("SUBSCRIBE", chunk);
+                self.queue_control(RequestKind::Subscribe(chunk.to_vec()), template, now);
+            }
+        }
+        self.publish(now);
+        Ok(())
+    }
+
+    /// Unsubscribes Binance streams; a stream not subscribed is an error and nothing is sent.
+    pub fn unsubscribe(&mut self, streams: &[&str], now: Instant) -> Result<(), StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::BinanceStream))?;
+        if let Some(missing) = streams.iter().find(|s| !self.streams.contains(**s)) {
+            return Err(StreamError::NotSubscribed((*missing).to_owned()));
+        }
+        let gone: Vec<String> = streams.iter().map(|s| (*s).to_owned()).collect();
+        for s in &gone {
+            self.streams.remove(s);
+        }
+        self.stats.current.subscriptions = self.streams.len() as u64;
+        if matches!(self.state, StreamState::Open) {
+            for chunk in gone.chunks(STREAMS_PER_REQUEST) {
+                let template = profile::binance_method("UNSUBSCRIBE", chunk);
+                self.queue_control(RequestKind::Unsubscribe(chunk.to_vec()), template, now);
+            }
+        }
+        self.publish(now);
+        Ok(())
+    }
+
+    /// Asks a Binance stream endpoint for its subscriptions; the answer arrives as
+    /// [`StreamEvent::Response`](crate::StreamEvent::Response).
+    pub fn list_subscriptions(&mut self, now: Instant) -> Result<(), StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::BinanceStream))?;
+        self.check_open()?;
+        self.queue_control(
+            RequestKind::ListSubscriptions,
+            profile::binance_method("LIST_SUBSCRIPTIONS", &[]),
+            now,
+        );
+        Ok(())
+    }
+
+    /// Sends a Binance WebSocket API request; `params_json` is a JSON value (or none). The
+    /// answer arrives as [`StreamEvent::Response`](crate::StreamEvent::Response) with the returned id.
+    pub fn request(
+        &mut self,
+        method: &str,
+        params_json: Option<&str>,
+        now: Instant,
+    ) -> Result<RequestId, StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::BinanceWsApi))?;
+        self.check_open()?;
+        if !profile::is_plain_json_string(method) {
+            return Err(StreamError::InvalidStreamName(method.to_owned()));
+        }
+        let template = profile::binance_api_request(method, params_json);
+        self.send_request(RequestKind::Request(method.to_owned()), &template, now)
+    }
+
+    /// Sets the Betfair market subscription (replacing any previous one); sent now if
+    /// authenticated, and again on every reconnect, resuming from the latest `clk`.
+    pub fn subscribe_markets(
+        &mut self,
+        sub: BetfairSubscription,
+        now: Instant,
+    ) -> Result<(), StreamError> {
+        self.set_betfair_subscription(Feed::Markets, sub, now)
+    }
+
+    /// Sets the Betfair order subscription; see [`subscribe_markets`](Self::subscribe_markets).
+    pub fn subscribe_orders(
+        &mut self,
+        sub: BetfairSubscription,
+        now: Instant,
+    ) -> Result<(), StreamError> {
+        self.set_betfair_subscription(Feed::Orders, sub, now)
+    }
+
+    /// Sends an application text message (or line) as is.
+    pub fn send_text(&mut self, text: &str) -> Result<(), StreamError> {
+        self.check_open()?;
+        let conn = self.conn.as_mut().ok_or(StreamError::NotOpen)?;
+        if !conn.send_text(text) {
+            return Err(StreamError::NotOpen);
+        }
+        self.stats.sent(text.len());
+        Ok(())
+    }
+
+    /// Sends an application binary message (WebSocket streams only).
+    pub fn send_binary(&mut self, data: &[u8]) -> Result<(), StreamError> {
+        self.check_open()?;
+        let conn = self.conn.as_mut().ok_or(StreamError::NotOpen)?;
+        match conn.send_binary(data) {
+            None => Err(StreamError::NotSupported),
+            Some(false) => Err(StreamError::NotOpen),
+            Some(true) => {
+                self.stats.sent(data.len());
+                Ok(())
+            }
+        }
+    }
+
+    /// Queues a control message subject to pacing, or sends it now.
+    pub(super) fn queue_control(&mut self, kind: RequestKind, template: Template, now: Instant) {
+        self.outbox.push_back(Outgoing { kind, template });
+        self.flush_outbox(now);
+    }
+
+    pub(super) fn flush_outbox(&mut self, now: Instant) {
+        while !self.outbox.is_empty() {
+            if let Some(rate) = self.config.control_rate {
+                while self
+                    .paced
+                    .front()
+                    .is_some_and(|t| now.saturating_duration_since(*t).as_secs_f64() >= 1.0)
+                {
+                    self.paced.pop_front();
+                }
+                if self.paced.len() >= rate.max(1) as usize {
+                    let oldest = *self.paced.front().expect("non-empty: len >= rate >= 1");
+                    self.timers
+                        .set(Timer::Pace, oldest + Duration::from_secs(1));
+                    return;
+                }
+                self.paced.push_back(now);
+            }
+            let out = self.outbox.pop_front().expect("checked non-empty");
+            if let Err(e) = self.send_request(out.kind, &out.template, now) {
+                tracing::warn!(error = %e, "control message dropped");
+            }
+        }
+    }
+
+    pub(super) fn send_request(
+        &mut self,
+        kind: RequestKind,
+        template: &Template,
+        now: Instant,
+    ) -> Result<RequestId, StreamError> {
+        let conn = self.conn.as_mut().ok_or(StreamError::NotOpen)?;
+        let (id, handle) = self
+            .router
+            .register(kind, now)
+            .map_err(StreamError::Correlation)?;
+        let text = template.render(&id);
+        if !conn.send_text(&text) {
+            self.router.cancel(handle);
+            return Err(StreamError::NotOpen);
+        }
+        self.stats.sent(text.len());
+        Ok(id)
+    }
+
+    pub(super) fn set_betfair_subscription(
+        &mut self,
+        feed: Feed,
+        sub: BetfairSubscription,
+        now: Instant,
+    ) -> Result<(), StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
+        self.clocks[feed as usize] = Clocks::default();
+        self.betfair_subs[feed as usize] = Some(sub);
+        self.stats.current.subscriptions = self.betfair_subscriptions() as u64;
+        if matches!(self.state, StreamState::Open) {
+            self.arm_first_data(now);
+            self.send_betfair_subscription(feed, now)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn send_betfair_subscription(
+        &mut self,
+        feed: Feed,
+        now: Instant,
+    ) -> Result<(), StreamError> {
+        if let Some(sub) = &self.betfair_subs[feed as usize] {
+            let (op, filter, kind) = match feed {
+                Feed::Markets => (
+                    "marketSubscription",
+                    "marketFilter",
+                    RequestKind::MarketSubscription,
+                ),
+                Feed::Orders => (
+                    "orderSubscription",
+                    "orderFilter",
+                    RequestKind::OrderSubscription,
+                ),
+            };
+            let t = profile::betfair_subscription(op, filter, sub, &self.clocks[feed as usize]);
+            self.send_request(kind, &t, now)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,221 @@
+//! What the connection delivers: each message routed to data, an answer to a request of
+//! ours, or an unsolicited response; the fast path's check for plain data.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::{Feed, Stream};
+use crate::route::{Classifier, HeadShapes, RequestId, Routed, Verdict};
+use crate::stream::clocks::Clocks;
+use crate::stream::config::Profile;
+use crate::stream::connection::{ConnEvent, Connection};
+use crate::stream::event::{EndReason, RequestKind, StreamEvent, StreamState};
+use crate::stream::timers::Timer;
+use crate::ws::CloseInitiator;
+
+impl Stream {
+    pub(super) fn drain_connection(&mut self, now: Instant) {
+        while let Some(event) = self.conn.as_mut().and_then(Connection::next_event) {
+            match event {
+                ConnEvent::Opened => self.on_open(now),
+                ConnEvent::Message { payload, binary } => self.on_message(payload, binary, now),
+                ConnEvent::Closed { by, code, reason } => self.on_closed(by, code, reason, now),
+                ConnEvent::Ended(reason) => self.end_connection(reason, now),
+            }
+            if self.state.is_terminal() {
+                return;
+            }
+        }
+    }
+
+    pub(super) fn on_message(&mut self, payload: Bytes, binary: bool, now: Instant) {
+        self.stats.received(payload.len());
+        let routed = if binary {
+            self.router.route_binary(payload)
+        } else {
+            self.router.route(payload)
+        };
+        match routed {
+            Routed::Data {
+                payload,
+                heartbeat,
+                shutdown,
+                extracted,
+            } => {
+                if !self.got_data {
+                    self.got_data = true;
+                    self.timers.stop(Timer::FirstData);
+                }
+                update_clocks(
+                    &mut self.clocks,
+                    extracted
+                        .each_ref()
+                        .map(|v| v.as_deref().map(|b| (b, 0..b.len()))),
+                );
+                self.events
+                    .push_back(StreamEvent::Data { payload, heartbeat });
+                if shutdown {
+                    self.planned_reconnect(EndReason::ServerShutdown, now);
+                }
+            }
+            Routed::Answer {
+                payload,
+                id,
+                tag,
+                is_error,
+                ..
+            } => {
+                self.stats.current.responses += 1;
+                self.on_answer(id, tag, payload, is_error, now);
+            }
+            Routed::Unsolicited {
+                payload,
+                id,
+                is_error,
+            } => {
+                self.stats.current.responses += 1;
+                let betfair_greeting = matches!(self.config.profile, Profile::Betfair(_))
+                    && matches!(self.state, StreamState::Handshaking)
+                    && id.is_none();
+                if betfair_greeting {
+                    self.on_open(now);
+                } else {
+                    self.events.push_back(StreamEvent::UnsolicitedResponse {
+                        id,
+                        payload,
+                        is_error,
+                    });
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_answer(
+        &mut self,
+        id: RequestId,
+        kind: RequestKind,
+        payload: Bytes,
+        is_error: bool,
+        now: Instant,
+    ) {
+        let subscription = matches!(
+            kind,
+            RequestKind::Subscribe(_)
+                | RequestKind::Unsubscribe(_)
+                | RequestKind::MarketSubscription
+                | RequestKind::OrderSubscription
+        );
+        let fatal = is_error
+            && ((subscription && self.config.crash_on_error_response)
+                || kind == RequestKind::Authentication);
+        if fatal {
+            return self.finish(StreamState::Crashed(EndReason::FatalResponse(payload)), now);
+        }
+        if let (RequestKind::Subscribe(refused), true) = (&kind, is_error) {
+            // A refused subscription is not active: do not resubscribe it after a reconnect.
+            for s in refused {
+                self.streams.remove(s);
+            }
+            self.stats.current.subscriptions = self.streams.len() as u64;
+        }
+        let event = match (kind, is_error) {
+            (RequestKind::Authentication, false) => {
+                self.events.push_back(StreamEvent::Authenticated);
+                let before = self.stats.current.messages_sent;
+                let _ = self.send_betfair_subscription(Feed::Markets, now);
+                let _ = self.send_betfair_subscription(Feed::Orders, now);
+                let count = (self.stats.current.messages_sent - before) as usize;
+                if self.session_is_reconnect && count > 0 {
+                    self.events.push_back(StreamEvent::Resubscribed { count });
+                }
+                if count > 0 {
+                    self.arm_first_data(now);
+                }
+                return;
+            }
+            (RequestKind::Heartbeat, _) => return,
+            (RequestKind::Subscribe(streams), false) => StreamEvent::Subscribed { streams, id },
+            (RequestKind::Unsubscribe(streams), false) => StreamEvent::Unsubscribed { streams, id },
+            (RequestKind::MarketSubscription, false) => StreamEvent::Subscribed {
+                streams: vec!["marketSubscription".to_owned()],
+                id,
+            },
+            (RequestKind::OrderSubscription, false) => StreamEvent::Subscribed {
+                streams: vec!["orderSubscription".to_owned()],
+                id,
+            },
+            (kind, is_error) => StreamEvent::Response {
+                id,
+                kind,
+                payload,
+                is_error,
+            },
+        };
+        self.events.push_back(event);
+    }
+
+    pub(super) fn on_closed(&mut self, by: CloseInitiator, code: u16, reason: Bytes, now: Instant) {
+        match by {
+            CloseInitiator::Remote => {
+                self.end_connection(EndReason::ClosedByPeer { code, reason }, now)
+            }
+            CloseInitiator::Local => {
+                let reason = self
+                    .planned
+                    .clone()
+                    .unwrap_or(EndReason::ClosedByPeer { code, reason });
+                self.end_connection(reason, now);
+            }
+        }
+    }
+}
+
+/// The fast path's judgement of a message on a stream that already had data: `Some(heartbeat)`
+/// for plain data (its Betfair clocks recorded), `None` for anything the general path must
+/// route (a response, a shutdown notice).
+#[inline(always)]
+pub(super) fn plain_data(
+    classifier: &Classifier,
+    shapes: &mut HeadShapes,
+    clocks: &mut [Clocks; 2],
+    payload: &[u8],
+    binary: bool,
+) -> Option<bool> {
+    if binary {
+        return Some(false);
+    }
+    if let Some(flags) = classifier.plain_by_first_key(payload) {
+        return (!flags.shutdown).then_some(flags.heartbeat);
+    }
+    classifier.with_verdict_by_shape(payload, shapes, |verdict| match verdict {
+        Verdict::Data {
+            heartbeat,
+            shutdown: false,
+            extracted,
+        } => {
+            update_clocks(clocks, extracted.clone().map(|r| r.map(|r| (payload, r))));
+            Some(*heartbeat)
+        }
+        _ => None,
+    })
+}
+
+/// Records the stream positions a Betfair change message carries (`extracted` holds its `op`,
+/// `initialClk` and `clk`, each as `source[range]`); nothing for other messages.
+#[inline(always)]
+pub(super) fn update_clocks(
+    clocks: &mut [Clocks; 2],
+    extracted: [Option<(&[u8], Range<usize>)>; 3],
+) {
+    let [Some((source, op)), initial, clk] = extracted else {
+        return;
+    };
+    let feed = match &source[op] {
+        b"mcm" => Feed::Markets,
+        b"ocm" => Feed::Orders,
+        _ => return,
+    };
+    clocks[feed as usize].update(initial, clk);
+}

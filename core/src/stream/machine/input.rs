@@ -1,0 +1,232 @@
+//! The transport's inputs: connected or not, bytes read, end of stream, deadlines.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::inbound::plain_data;
+use super::Stream;
+use crate::offer::{Lent, Owned, TakeNothing};
+use crate::stream::config::Profile;
+use crate::stream::connection::Connection;
+use crate::stream::event::{DataHandler, DataRef, EndReason, StreamEvent, StreamState};
+use crate::stream::timers::Timer;
+
+impl Stream {
+    /// Space for the next read from the connection; empty when there is none (the stream
+    /// ended the connection in this very call and a `Disconnect` is waiting in
+    /// [`poll_transport`](Self::poll_transport)): check [`is_connected`](Self::is_connected)
+    /// before reading.
+    pub fn read_buf(&mut self) -> &mut [u8] {
+        match self.conn.as_mut() {
+            Some(conn) => conn.read_buf(),
+            None => &mut [],
+        }
+    }
+
+    /// The transport connected (TCP, and TLS for `wss`/`tls`).
+    pub fn handle_connected(&mut self, now: Instant) {
+        if !matches!(self.state, StreamState::Connecting { .. }) {
+            return;
+        }
+        tracing::debug!(host = %self.endpoint.host, port = self.endpoint.port, "stream transport connected");
+        if self.endpoint.scheme.is_websocket() {
+            let mut ws = self.config.ws.clone();
+            ws.close_timeout = self.config.timeouts.close;
+            let mut seed = [0u8; 32];
+            self.rng.fill(&mut seed);
+            match Connection::websocket(&self.config.url, ws, seed) {
+                Ok(c) => self.conn = Some(c),
+                Err(e) => return self.end_connection(EndReason::ConnectFailed(e.to_string()), now),
+            }
+        } else {
+            self.conn = Some(Connection::lines(
+                self.config.delimiter,
+                self.config.ws.max_read_size,
+                self.config.max_line,
+            ));
+        }
+        self.state = StreamState::Handshaking;
+        if !self.endpoint.scheme.is_websocket()
+            && !matches!(self.config.profile, Profile::Betfair(_))
+        {
+            self.on_open(now);
+        }
+        self.publish(now);
+    }
+
+    /// The transport could not connect.
+    pub fn handle_connect_failed(&mut self, reason: &str, now: Instant) {
+        if matches!(self.state, StreamState::Connecting { .. }) {
+            self.end_connection(EndReason::ConnectFailed(reason.to_owned()), now);
+            self.publish(now);
+        }
+    }
+
+    /// TLS failed, during the handshake or after.
+    pub fn handle_tls_error(&mut self, error: &crate::tls::TlsError, now: Instant) {
+        if self.conn.is_some() || matches!(self.state, StreamState::Connecting { .. }) {
+            self.end_connection(EndReason::Tls(error.into()), now);
+            self.publish(now);
+        }
+    }
+
+    /// The transport failed after connecting.
+    pub fn handle_transport_error(&mut self, reason: &str, now: Instant) {
+        if self.conn.is_some() {
+            self.end_connection(EndReason::Transport(reason.to_owned()), now);
+            self.publish(now);
+        }
+    }
+
+    /// The transport wrote `n` bytes into [`read_buf`](Self::read_buf).
+    pub fn handle_read(&mut self, n: usize, now: Instant) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        // The fast path: a data message on a stream that already had data goes straight to
+        // the event queue (no engine event, no routing enum). The first data message (its
+        // timer), responses, shutdown notices and whatever follows them in this read take
+        // the general path in `drain_connection`, in order.
+        if self.got_data {
+            let classifier = self.router.classifier();
+            let (events, stats, clocks, shapes) = (
+                &mut self.events,
+                &mut self.stats,
+                &mut self.clocks,
+                &mut self.head_shapes,
+            );
+            conn.handle_read_offering(
+                n,
+                &mut Owned(|payload: Bytes, binary| {
+                    match plain_data(classifier, shapes, clocks, &payload, binary) {
+                        Some(heartbeat) => {
+                            stats.received(payload.len());
+                            events.push_back(StreamEvent::Data { payload, heartbeat });
+                            None
+                        }
+                        None => Some(payload),
+                    }
+                }),
+            );
+        } else {
+            conn.handle_read_offering(n, &mut TakeNothing);
+        }
+        self.after_read(now);
+    }
+
+    /// [`handle_read`](Self::handle_read) that lends data messages to `on_data` instead of
+    /// queueing them: each payload is borrowed from the read buffer during the call (no
+    /// slice, no reference count, no event), in arrival order. Everything else — and any
+    /// data message that arrives behind an event not yet polled — is queued as usual, so
+    /// calling `on_data` for what this lends and then draining
+    /// [`poll_event`](Self::poll_event) sees every message in arrival order. Lending starts
+    /// only with an empty event queue; the first data message of each connection is queued
+    /// (it stops the first-data timer on the general path).
+    pub fn handle_read_with(
+        &mut self,
+        n: usize,
+        now: Instant,
+        mut on_data: impl FnMut(DataRef<'_>),
+    ) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        if !(self.got_data && self.events.is_empty()) {
+            return self.handle_read(n, now);
+        }
+        let classifier = self.router.classifier();
+        let (stats, clocks, shapes) = (&mut self.stats, &mut self.clocks, &mut self.head_shapes);
+        conn.handle_read_offering(
+            n,
+            &mut Lent(
+                #[inline(always)]
+                |payload: &[u8], binary| match plain_data(
+                    classifier, shapes, clocks, payload, binary,
+                ) {
+                    Some(heartbeat) => {
+                        stats.received(payload.len());
+                        on_data(DataRef { payload, heartbeat });
+                        true
+                    }
+                    None => false,
+                },
+            ),
+        );
+        self.after_read(now);
+    }
+
+    /// [`handle_read_with`](Self::handle_read_with) lending to `handler`, or
+    /// [`handle_read`](Self::handle_read) without one: for an adapter whose delivery may or
+    /// may not lend (and must not lend while events wait for its handler).
+    pub fn handle_read_lending(
+        &mut self,
+        n: usize,
+        now: Instant,
+        handler: Option<&mut (dyn DataHandler + '_)>,
+    ) {
+        match handler {
+            Some(h) => self.handle_read_with(n, now, |d| h.on_data(d)),
+            None => self.handle_read(n, now),
+        }
+    }
+
+    /// What every read does after the engine took the bytes: timers, then the events.
+    pub(super) fn after_read(&mut self, now: Instant) {
+        self.stats.current.last_receive = Some(now);
+        self.probing = false;
+        if let Some(idle) = self.config.timeouts.idle {
+            if matches!(self.state, StreamState::Open) {
+                self.timers.set(Timer::Idle, now + idle);
+            }
+        }
+        self.drain_connection(now);
+        self.publish(now);
+    }
+
+    /// The transport reached end of stream.
+    pub fn handle_eof(&mut self, now: Instant) {
+        if let Some(conn) = self.conn.as_mut() {
+            conn.handle_eof();
+            self.drain_connection(now);
+            if self.conn.is_some() {
+                // The engine ended without an event (already terminal): end here.
+                self.end_connection(EndReason::Eof, now);
+            }
+            self.publish(now);
+        }
+    }
+
+    /// Acts on every deadline that passed by `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(conn) = self.conn.as_mut() {
+            conn.handle_timeout(now);
+            self.drain_connection(now);
+        }
+        self.router.handle_timeout(now);
+        while let Some(t) = self.router.poll_timed_out() {
+            self.events.push_back(StreamEvent::RequestTimedOut {
+                id: t.id,
+                kind: t.tag,
+            });
+        }
+        let due: Vec<Timer> = self.timers.take_expired(now).collect();
+        for timer in due {
+            self.on_timer(timer, now);
+        }
+        self.publish(now);
+    }
+
+    /// Frees the connection's read buffer if nothing partial is buffered (for transports
+    /// holding many quiet streams).
+    pub fn release_read_buffer(&mut self, now: Instant) -> bool {
+        let released = self
+            .conn
+            .as_mut()
+            .is_some_and(Connection::release_read_buffer);
+        if released {
+            self.publish(now);
+        }
+        released
+    }
+}

@@ -1,0 +1,298 @@
+//! A connection's life: connecting, opening (and subscribing), timers, planned reconnects,
+//! the end of a connection and of the stream.
+
+use std::time::{Duration, Instant};
+
+use super::{Stream, STREAMS_PER_REQUEST};
+use crate::stream::backoff::reconnect_delay;
+use crate::stream::config::Profile;
+use crate::stream::event::{EndReason, RequestKind, StreamEvent, StreamState, TransportCommand};
+use crate::stream::profile;
+use crate::stream::timers::Timer;
+use crate::ws::CloseInitiator;
+
+impl Stream {
+    pub(super) fn start_connecting(&mut self, now: Instant) {
+        self.state = StreamState::Connecting {
+            attempt: self.attempt,
+        };
+        tracing::info!(host = %self.endpoint.host, port = self.endpoint.port, attempt = self.attempt, "stream connecting");
+        self.events.push_back(StreamEvent::Connecting {
+            attempt: self.attempt,
+        });
+        self.transport
+            .push_back(TransportCommand::Connect(self.endpoint.clone()));
+        self.timers
+            .set(Timer::Connect, now + self.config.timeouts.connect);
+    }
+
+    pub(super) fn on_open(&mut self, now: Instant) {
+        self.state = StreamState::Open;
+        self.opened_at = Some(now);
+        self.got_data = false;
+        self.probing = false;
+        let t = &self.config.timeouts;
+        self.timers.stop(Timer::Connect);
+        if let Some(idle) = t.idle {
+            self.timers.set(Timer::Idle, now + idle);
+        }
+        if let Some(k) = t.keepalive {
+            self.timers.set(Timer::Keepalive, now + k);
+        }
+        if let Some(l) = t.max_lifetime {
+            self.timers.set(Timer::Lifetime, now + l);
+        }
+        let reconnected = self.ever_opened;
+        self.ever_opened = true;
+        self.session_is_reconnect = reconnected;
+        tracing::info!(host = %self.endpoint.host, reconnected, "stream open");
+        self.events.push_back(StreamEvent::Opened { reconnected });
+        match self.config.profile.clone() {
+            Profile::BinanceStream => {
+                let streams: Vec<String> = self.streams.iter().cloned().collect();
+                let mut count = 0;
+                for chunk in streams.chunks(STREAMS_PER_REQUEST) {
+                    let template = profile::binance_method("SUBSCRIBE", chunk);
+                    self.queue_control(RequestKind::Subscribe(chunk.to_vec()), template, now);
+                    count += 1;
+                }
+                if reconnected && count > 0 {
+                    self.events.push_back(StreamEvent::Resubscribed { count });
+                }
+                if !self.streams.is_empty() || self.endpoint.resource.contains('@') {
+                    self.arm_first_data(now);
+                }
+            }
+            Profile::Betfair(auth) => {
+                let template = profile::betfair_authentication(&auth);
+                // Only a full pending-request table can refuse this; without a login the
+                // stream is useless, so that ends it with the reason.
+                if let Err(e) = self.send_request(RequestKind::Authentication, &template, now) {
+                    self.finish(StreamState::Crashed(EndReason::RequestFailed(e)), now);
+                }
+            }
+            Profile::BinanceWsApi => {}
+        }
+    }
+
+    pub(super) fn arm_first_data(&mut self, now: Instant) {
+        if let (Some(fd), false) = (self.config.timeouts.first_data, self.got_data) {
+            if self.timers.get(Timer::FirstData).is_none() {
+                self.timers.set(Timer::FirstData, now + fd);
+            }
+        }
+    }
+
+    pub(super) fn on_timer(&mut self, timer: Timer, now: Instant) {
+        if self.state.is_terminal() {
+            return;
+        }
+        match timer {
+            Timer::Connect => {
+                if matches!(
+                    self.state,
+                    StreamState::Connecting { .. } | StreamState::Handshaking
+                ) {
+                    self.end_connection(EndReason::ConnectTimeout, now);
+                }
+            }
+            Timer::FirstData => {
+                if !self.got_data && matches!(self.state, StreamState::Open) {
+                    self.end_connection(EndReason::FirstDataTimeout, now);
+                }
+            }
+            Timer::Idle => {
+                if !matches!(self.state, StreamState::Open) {
+                    return;
+                }
+                if self.probing {
+                    return self.end_connection(EndReason::IdleTimeout, now);
+                }
+                self.probe(now);
+                self.probing = true;
+                if let Some(idle) = self.config.timeouts.idle {
+                    self.timers.set(Timer::Idle, now + idle);
+                }
+            }
+            Timer::Keepalive => {
+                if matches!(self.state, StreamState::Open) {
+                    self.probe(now);
+                    if let Some(k) = self.config.timeouts.keepalive {
+                        self.timers.set(Timer::Keepalive, now + k);
+                    }
+                }
+            }
+            Timer::Reconnect => {
+                if matches!(self.state, StreamState::Reconnecting { .. }) {
+                    self.start_connecting(now);
+                }
+            }
+            Timer::Pace => self.flush_outbox(now),
+            Timer::Lifetime => self.planned_reconnect(EndReason::LifetimeReached, now),
+        }
+    }
+
+    pub(super) fn probe(&mut self, now: Instant) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        if !conn.ping() && matches!(self.config.profile, Profile::Betfair(_)) {
+            let _ = self.send_request(RequestKind::Heartbeat, &profile::betfair_heartbeat(), now);
+        }
+    }
+
+    /// Ends the current connection on purpose and connects again at once.
+    pub(super) fn planned_reconnect(&mut self, reason: EndReason, now: Instant) {
+        if !matches!(self.state, StreamState::Open) || self.planned.is_some() {
+            return;
+        }
+        tracing::info!(host = %self.endpoint.host, %reason, "planned reconnect");
+        self.planned = Some(reason.clone());
+        if self.conn.as_mut().is_some_and(|c| c.close(now)) {
+            self.state = StreamState::Closing;
+            self.timers.clear();
+        } else {
+            self.end_connection(reason, now);
+        }
+    }
+
+    /// The current connection is over: reconnect, or end the stream.
+    pub(super) fn end_connection(&mut self, reason: EndReason, now: Instant) {
+        if self.state.is_terminal() {
+            return;
+        }
+        if self.stop_requested {
+            return self.finish(
+                StreamState::Closed {
+                    by: CloseInitiator::Local,
+                },
+                now,
+            );
+        }
+        let fatal = matches!(
+            reason,
+            EndReason::FatalResponse(_) | EndReason::UserCrash(_)
+        );
+        // A planned reconnect ends with its own reason, however the closing connection then
+        // went (close handshake, reset, or a violation in the bytes after the notice): the
+        // same bytes must give the same report however reads split them, and whether the
+        // engine failed before or after the stream acted on the notice depends on that.
+        let planned = self.planned.take();
+        let was_planned = planned.is_some();
+        let reason = match planned {
+            Some(why) if !fatal => {
+                tracing::debug!(host = %self.endpoint.host, ended = %reason, "planned reconnect: connection ended");
+                why
+            }
+            _ => reason,
+        };
+        self.release_connection(true);
+        self.timers.clear();
+        self.outbox.clear();
+        self.paced.clear();
+        let healthy = self.opened_at.is_some_and(|t| {
+            now.saturating_duration_since(t) >= self.config.reconnect.healthy_after
+        });
+        self.opened_at = None;
+        if !self.config.reconnect.enabled || fatal {
+            let end = match reason {
+                EndReason::ClosedByPeer { code, .. } if !fatal => {
+                    self.events.push_back(StreamEvent::Closed {
+                        by: CloseInitiator::Remote,
+                        code,
+                    });
+                    StreamState::Closed {
+                        by: CloseInitiator::Remote,
+                    }
+                }
+                other => StreamState::Crashed(other),
+            };
+            return self.finish(end, now);
+        }
+        // `attempt` numbers connection attempts: 1 for the first; a planned reconnect starts
+        // the count afresh, a healthy connection makes the next retry a first retry.
+        if was_planned {
+            self.attempt = 0;
+        } else if healthy {
+            self.attempt = 1;
+        }
+        self.attempt += 1;
+        let retry = self.attempt - 1;
+        if let Some(max) = self.config.reconnect.max_attempts {
+            if retry > max {
+                let gave_up = EndReason::GaveUp {
+                    attempts: max,
+                    last: Box::new(reason),
+                };
+                return self.finish(StreamState::Crashed(gave_up), now);
+            }
+        }
+        let delay = if was_planned {
+            Duration::ZERO
+        } else {
+            let random = u32::from_ne_bytes(self.rng.mask_key());
+            reconnect_delay(&self.config.reconnect, retry, random)
+        };
+        self.stats.current.reconnects += 1;
+        tracing::info!(host = %self.endpoint.host, %reason, attempt = self.attempt, ?delay, "stream reconnecting");
+        self.events.push_back(StreamEvent::Reconnecting {
+            attempt: self.attempt,
+            delay,
+            reason,
+            planned: was_planned,
+        });
+        let at = now + delay;
+        self.state = StreamState::Reconnecting {
+            attempt: self.attempt,
+            at,
+        };
+        if was_planned {
+            self.start_connecting(now);
+        } else {
+            self.timers.set(Timer::Reconnect, at);
+        }
+    }
+
+    /// Detaches the current connection (if any) and tells the transport to drop it. With
+    /// `flush`, bytes the engine still queued (a Close echo, a Close with an error code) are
+    /// handed out by `poll_transmit` before the transport acts on the `Disconnect`.
+    pub(super) fn release_connection(&mut self, flush: bool) {
+        let had = self.conn.take().map(|c| {
+            if flush {
+                self.draining = Some(c);
+            }
+        });
+        if !flush {
+            self.draining = None;
+        }
+        if had.is_some() || matches!(self.state, StreamState::Connecting { .. }) {
+            self.transport.push_back(TransportCommand::Disconnect);
+        }
+    }
+
+    /// Enters a terminal state: drops the connection and reports the end once.
+    pub(super) fn finish(&mut self, end: StreamState, _now: Instant) {
+        // A crash drops the connection with whatever it still had to send; a close lets a
+        // queued Close frame out first.
+        self.release_connection(!matches!(end, StreamState::Crashed(_)));
+        self.timers.clear();
+        self.outbox.clear();
+        match &end {
+            StreamState::Closed { by } => {
+                if !matches!(self.events.back(), Some(StreamEvent::Closed { .. })) {
+                    self.events.push_back(StreamEvent::Closed {
+                        by: *by,
+                        code: 1000,
+                    });
+                }
+                tracing::info!(host = %self.endpoint.host, ?by, "stream closed");
+            }
+            StreamState::Crashed(reason) => {
+                tracing::warn!(host = %self.endpoint.host, %reason, "stream crashed");
+                self.events.push_back(StreamEvent::Crashed(reason.clone()));
+            }
+            _ => unreachable!("finish is only called with a terminal state"),
+        }
+        self.state = end;
+    }
+}
