@@ -21,6 +21,7 @@ mod event_loop;
 mod handle;
 mod resolver;
 mod slot;
+mod stream_io;
 
 pub use embedded::{user_token, user_token_number, MioLoop};
 pub use feedwire_core::DataHandler;

@@ -1,0 +1,401 @@
+//! One stream's slot in the loop — its socket and its core — and the I/O that moves bytes
+//! and events between them: connect, read, write, hand events to the application.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::mpsc::TrySendError;
+use std::time::Instant;
+
+use bytes::Bytes;
+use feedwire_core::{
+    HandshakeOnly, LendingInput, RequestId, Stream, StreamEvent, StreamInput, TlsSession,
+    TransportCommand, WriteQueue,
+};
+use feedwire_sockopt::RecvLowWater;
+use mio::net::TcpStream;
+use mio::{Interest, Token};
+
+use crate::deadlines::StreamDeadline;
+use crate::handle::{Delivery, LoopError, Reply, StreamId};
+use crate::resolver::Resolver;
+
+/// A stream's mio token: the slot's generation above its index, so an event for a stream that
+/// has ended and whose slot was reused finds no stream (a stale generation).
+pub(crate) fn token(id: StreamId) -> Token {
+    Token(((id.generation as usize) << 32) | id.index as usize)
+}
+
+pub(crate) fn id_of(token: Token) -> StreamId {
+    StreamId {
+        index: token.0 as u32,
+        generation: (token.0 >> 32) as u32,
+    }
+}
+
+pub(crate) struct Sock {
+    pub(crate) tcp: TcpStream,
+    pub(crate) tls: Option<TlsSession>,
+    pub(crate) out: WriteQueue,
+    /// TCP connect completed (and TLS handshake, if any).
+    pub(crate) ready: bool,
+    /// Registered for writability: until the TCP connect completes, then only while bytes
+    /// wait in `out` (an idle stream gets no writable wake-ups).
+    pub(crate) writable_interest: bool,
+    /// The peer's end (or an error) was reported: read until the socket says so, a short
+    /// read no longer means drained (the report does not come again).
+    pub(crate) read_closed: bool,
+    /// `SO_RCVLOWAT`, kept at what the stream can use (see `set_low_water`).
+    pub(crate) low_water: RecvLowWater,
+}
+
+pub(crate) struct Entry {
+    pub(crate) stream: Stream,
+    pub(crate) sock: Option<Sock>,
+    pub(crate) delivery: Delivery,
+    /// Events the channel had no room for yet.
+    pub(crate) pending: VecDeque<StreamEvent>,
+    pub(crate) waiting: HashMap<RequestId, Reply<Bytes>>,
+    /// Readable and not yet drained (edge-triggered readiness: `WouldBlock`, or a short read).
+    pub(crate) readable: bool,
+    pub(crate) deadline: StreamDeadline,
+    /// Already in this iteration's service list.
+    pub(crate) queued: bool,
+    /// Last time bytes were read; quiet streams give their read buffer back.
+    pub(crate) last_read: Instant,
+    /// Resolved addresses not tried yet, last first: a refused connect moves to the next
+    /// (`localhost` may resolve to `::1` before `127.0.0.1`).
+    pub(crate) addrs: Vec<SocketAddr>,
+}
+
+/// Starts a TCP connect to the next resolved address; when none is left, reports
+/// `last_error` (the previous address's failure) to the stream.
+pub(crate) fn connect_next(
+    e: &mut Entry,
+    registry: &mio::Registry,
+    id: StreamId,
+    now: Instant,
+    mut last_error: String,
+) {
+    while let Some(addr) = e.addrs.pop() {
+        let mut tcp = match TcpStream::connect(addr) {
+            Ok(tcp) => tcp,
+            Err(err) => {
+                last_error = format!("connect {addr}: {err}");
+                continue;
+            }
+        };
+        if let Err(err) =
+            registry.register(&mut tcp, token(id), Interest::READABLE | Interest::WRITABLE)
+        {
+            last_error = format!("register {addr}: {err}");
+            continue;
+        }
+        e.sock = Some(Sock {
+            tcp,
+            tls: None,
+            out: WriteQueue::default(),
+            ready: false,
+            writable_interest: true,
+            read_closed: false,
+            low_water: RecvLowWater::default(),
+        });
+        return;
+    }
+    e.stream.handle_connect_failed(&last_error, now);
+}
+
+/// Reads until the socket is drained, the budget is spent, or the channel is full; drives a
+/// TLS handshake first. Drained: `WouldBlock`, or a read that filled less than it was
+/// offered — with edge-triggered readiness, bytes arriving after that read raise a new
+/// event, so the read that would only find `WouldBlock` (a system call per wake-up; on a
+/// paced stream, one per message) is not made. After the peer's end was reported, reads go
+/// on until the socket says so.
+pub(crate) fn read(e: &mut Entry, mut budget: usize, now: Instant) {
+    while budget > 0 {
+        let Some(sock) = e.sock.as_mut() else {
+            e.readable = false;
+            return;
+        };
+        if sock.ready && !e.stream.is_connected() {
+            // The stream ended (a Close, a protocol error): its socket goes with the next
+            // transport command; bytes read now would never be taken.
+            e.readable = false;
+            return;
+        }
+        let drained;
+        if let Some(tls) = sock.tls.as_mut() {
+            let buf = tls.read_buf();
+            let offered = buf.len();
+            let n = match sock.tcp.read(buf) {
+                Ok(0) => {
+                    let _ = tls.handle_eof(&mut StreamInput {
+                        stream: &mut e.stream,
+                        now,
+                    });
+                    e.stream.handle_eof(now);
+                    e.readable = false;
+                    return;
+                }
+                Ok(n) => n,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    e.readable = false;
+                    return;
+                }
+                Err(err) => {
+                    e.stream.handle_transport_error(&err.to_string(), now);
+                    return;
+                }
+            };
+            budget = budget.saturating_sub(n);
+            e.last_read = now;
+            drained = n < offered && !sock.read_closed;
+            if !sock.ready {
+                if let Err(err) = tls.handle_read(n, &mut HandshakeOnly) {
+                    return e.stream.handle_tls_error(&err, now);
+                }
+                if !tls.is_handshaking() {
+                    sock.ready = true;
+                    e.stream.handle_connected(now);
+                    if let Err(err) = tls.flush_plaintext(&mut StreamInput {
+                        stream: &mut e.stream,
+                        now,
+                    }) {
+                        return e.stream.handle_tls_error(&err, now);
+                    }
+                }
+            } else if let Err(err) = tls.handle_read(
+                n,
+                &mut LendingInput {
+                    stream: &mut e.stream,
+                    now,
+                    handler: e.delivery.lender(e.pending.is_empty()),
+                },
+            ) {
+                return e.stream.handle_tls_error(&err, now);
+            }
+        } else {
+            if !sock.ready {
+                e.readable = false;
+                return;
+            }
+            let buf = e.stream.read_buf();
+            let offered = buf.len();
+            match sock.tcp.read(buf) {
+                Ok(0) => {
+                    e.stream.handle_eof(now);
+                    e.readable = false;
+                    return;
+                }
+                Ok(n) => {
+                    budget = budget.saturating_sub(n);
+                    e.last_read = now;
+                    drained = n < offered && !sock.read_closed;
+                    let lender = e.delivery.lender(e.pending.is_empty());
+                    e.stream.handle_read_lending(n, now, lender);
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    e.readable = false;
+                    return;
+                }
+                Err(err) => {
+                    e.stream.handle_transport_error(&err.to_string(), now);
+                    return;
+                }
+            }
+        }
+        collect(e);
+        if !e.pending.is_empty() {
+            deliver(e);
+            if !e.pending.is_empty() {
+                return; // the consumer is behind: stop reading this stream
+            }
+        }
+        if drained {
+            e.readable = false;
+            return;
+        }
+    }
+}
+
+/// Keeps the socket's receive low-water mark at what the stream can use
+/// ([`Stream::read_low_water`](feedwire_core::Stream::read_low_water)): a large frame's
+/// rest wakes the loop once, not once per arriving piece. Checked after every service (a
+/// read, a timer, a command), set only when it changes.
+pub(crate) fn set_low_water(e: &mut Entry, now: Instant) {
+    let Some(sock) = e.sock.as_mut().filter(|s| s.ready) else {
+        return;
+    };
+    let wanted = e.stream.socket_low_water(sock.tls.as_ref());
+    if let Err(err) = sock.low_water.set(&sock.tcp, wanted) {
+        e.stream
+            .handle_transport_error(&format!("SO_RCVLOWAT: {err}"), now);
+    }
+}
+
+/// The core's outputs: bytes (through TLS) to the socket, transport commands, events.
+pub(crate) fn pump(e: &mut Entry, resolver: &mut Resolver, id: StreamId, registry: &mio::Registry) {
+    while let Some(chunk) = e.stream.poll_transmit() {
+        if let Some(sock) = e.sock.as_mut() {
+            match sock.tls.as_mut() {
+                Some(tls) => tls.write_plaintext(&chunk),
+                None => sock.out.push(chunk),
+            }
+        }
+    }
+    if let Some(sock) = e.sock.as_mut() {
+        if let Some(tls) = sock.tls.as_mut() {
+            while let Some(c) = tls.poll_transmit() {
+                sock.out.push(c);
+            }
+        }
+    }
+    flush(e, registry, id);
+    while let Some(cmd) = e.stream.poll_transport() {
+        match cmd {
+            TransportCommand::Connect(endpoint) => {
+                resolver.resolve(id, &endpoint.host, endpoint.port);
+            }
+            TransportCommand::Disconnect => {
+                if let Some(mut sock) = e.sock.take() {
+                    if !matches!(e.stream.state(), feedwire_core::StreamState::Crashed(_)) {
+                        if let Some(tls) = sock.tls.as_mut() {
+                            tls.send_close_notify();
+                            while let Some(c) = tls.poll_transmit() {
+                                sock.out.push(c);
+                            }
+                        }
+                        // Best effort, without blocking the loop: what the socket takes now.
+                        let tcp = &mut sock.tcp;
+                        let _ = sock.out.write_with(|slices| tcp.write_vectored(slices));
+                        let _ = sock.tcp.shutdown(std::net::Shutdown::Write);
+                    }
+                    let _ = registry.deregister(&mut sock.tcp);
+                }
+                e.readable = false;
+            }
+        }
+    }
+    collect(e);
+}
+
+/// Moves the core's events to the pending queue; awaited request answers go to their callers.
+pub(crate) fn collect(e: &mut Entry) {
+    while let Some(ev) = e.stream.poll_event() {
+        // The common case, data to a handler, goes straight through (no queue in between).
+        if e.pending.is_empty() {
+            match &mut e.delivery {
+                Delivery::Handler(h) if matches!(ev, StreamEvent::Data { .. }) => {
+                    h.on_event(ev);
+                    continue;
+                }
+                Delivery::Lend(h) => {
+                    if let Some(d) = ev.as_data() {
+                        h.on_data(d);
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+        }
+        match ev {
+            StreamEvent::Response {
+                id,
+                payload,
+                is_error,
+                kind,
+            } => match e.waiting.remove(&id) {
+                Some(reply) => {
+                    let _ = reply.send(Ok(payload));
+                }
+                None => e.pending.push_back(StreamEvent::Response {
+                    id,
+                    kind,
+                    payload,
+                    is_error,
+                }),
+            },
+            StreamEvent::RequestTimedOut { id, kind } => match e.waiting.remove(&id) {
+                Some(reply) => {
+                    let _ = reply.send(Err(LoopError::TimedOut));
+                }
+                None => e
+                    .pending
+                    .push_back(StreamEvent::RequestTimedOut { id, kind }),
+            },
+            other => e.pending.push_back(other),
+        }
+    }
+    if e.stream.state().is_terminal() {
+        e.waiting.clear();
+    }
+}
+
+/// Hands pending events to the handler or channel.
+pub(crate) fn deliver(e: &mut Entry) {
+    match &mut e.delivery {
+        Delivery::Handler(h) => {
+            while let Some(ev) = e.pending.pop_front() {
+                h.on_event(ev);
+            }
+        }
+        Delivery::Lend(h) => {
+            while let Some(ev) = e.pending.pop_front() {
+                h.deliver(ev);
+            }
+        }
+        Delivery::Channel(tx) => {
+            while let Some(ev) = e.pending.pop_front() {
+                match tx.try_send(ev) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(ev)) => {
+                        e.pending.push_front(ev);
+                        return;
+                    }
+                    Err(TrySendError::Disconnected(_)) => {
+                        // Nobody listens any more: stop the stream.
+                        e.pending.clear();
+                        if !e.stream.state().is_terminal() {
+                            e.stream.stop(Instant::now());
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes queued bytes, vectored, until `WouldBlock`; asks for a writable event only while
+/// something is left.
+pub(crate) fn flush(e: &mut Entry, registry: &mio::Registry, id: StreamId) {
+    let Some(sock) = e.sock.as_mut() else { return };
+    if !sock.ready && sock.tls.is_none() {
+        return;
+    }
+    if let Some(tls) = sock.tls.as_mut() {
+        while let Some(c) = tls.poll_transmit() {
+            sock.out.push(c);
+        }
+    }
+    let tcp = &mut sock.tcp;
+    if let Err(err) = sock.out.write_with(|slices| tcp.write_vectored(slices)) {
+        return e
+            .stream
+            .handle_transport_error(&err.to_string(), Instant::now());
+    }
+    let want = !sock.out.is_empty();
+    if want != sock.writable_interest {
+        let interest = if want {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        if let Err(err) = registry.reregister(&mut sock.tcp, token(id), interest) {
+            return e
+                .stream
+                .handle_transport_error(&err.to_string(), Instant::now());
+        }
+        sock.writable_interest = want;
+    }
+}
