@@ -4,12 +4,14 @@
 //! clients and with the limit (a raw read loop that only skips frame headers, or a raw memchr
 //! line splitter), against the replay server running in a child process: throughput and the
 //! client's CPU time per message (user + system, all threads, measured from the first message
-//! to the last), one-way latency at paced rates, and peak memory on 454 KB messages.
+//! to the last), one-way latency at paced rates, and peak memory on 454 KB messages; with
+//! `--instructions`, each client's user-space instructions per message too (callgrind).
 //!
 //! Programs that run the benchmark call [`child_main`] first: the benchmark re-runs its own
-//! executable for the replay server and for each memory measurement.
+//! executable for the replay server and for each memory or instruction measurement.
 
 mod clients;
+mod instructions;
 mod recorder;
 mod report;
 mod runner;
@@ -22,12 +24,13 @@ pub use runner::{
 };
 
 /// Call first in `main`: when this process was started by the benchmark as its replay server
-/// or as a memory measurement, does that and exits; otherwise returns at once.
+/// or for one client's run (a memory or instruction measurement), does that and exits;
+/// otherwise returns at once.
 pub fn child_main() {
     feedwire_replay::serve_if_child();
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(runner::MEMORY_ARG) {
-        match runner::memory_child(&args[2..]) {
+    if args.get(1).map(String::as_str) == Some(runner::ONE_RUN_ARG) {
+        match runner::one_run_child(&args[2..]) {
             Ok(()) => std::process::exit(0),
             Err(e) => {
                 eprintln!("{e}");

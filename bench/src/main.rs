@@ -1,6 +1,6 @@
 //! `cargo run --release -p feedwire-bench -- [--quick] [--json PATH] [--markdown PATH]
 //! [--runs N] [--latency-runs N] [--scenario NAME]… [--client NAME]… [--no-throughput]
-//! [--no-latency] [--no-memory] [--pin] [--tls]`
+//! [--no-latency] [--no-memory] [--pin] [--tls] [--instructions]`
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -54,6 +54,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Invocation>, S
             "--no-memory" => options.memory = false,
             "--pin" => options.pin = true,
             "--tls" => options.tls = true,
+            "--instructions" => options.instructions = true,
             "--help" | "-h" => return Ok(None),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -64,6 +65,9 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Invocation>, S
         options.latency_runs = q.latency_runs;
         options.count_divisor = q.count_divisor;
         options.latency_secs = q.latency_secs;
+    }
+    if options.instructions && options.tls {
+        return Err("--instructions counts over plain TCP: run it without --tls".to_owned());
     }
     options.set_rounds(runs, latency_runs);
     if !scenarios.is_empty() {
@@ -158,6 +162,20 @@ fn main() -> ExitCode {
         } else {
             ""
         };
+        let instructions = if options.instructions {
+            "`instructions/msg` (`--instructions`): the client's user-space instructions per \
+             message, counted by valgrind's callgrind in a process of its own over plain TCP — \
+             what a run of a fifth of the messages and a run of all of them differ by, over \
+             the messages they differ by, so start-up, handshake and close cancel out; the \
+             median of three such counts. The kernel's part of a read is not in it. Unlike \
+             the CPU columns it does not move between invocations for feedwire and the limit \
+             (their counts repeat to the instruction); a client whose work depends on how \
+             its reads fall moves (sockudo-ws by 10-20%, fastwebsockets several-fold on \
+             9 KB messages). Under callgrind every client runs far slower than \
+             the server writes, so every read comes back full.\n\n"
+        } else {
+            ""
+        };
         let doc = format!(
             "# Benchmarks\n\nMachine: {}.\n\nCommand: `cargo run --release -p feedwire-bench -- {}`\n\n{transport}\
              Client CPU per message is user + system time of the benchmark process (the replay \
@@ -169,7 +187,7 @@ fn main() -> ExitCode {
              than half. `limit-utf8` is the limit's reader \
              with feedwire's UTF-8 validation of text added (not a peer): the step from `limit` \
              to it is what validation costs, the step from it to a feedwire row what the rest \
-             of the library costs.\n\n{regime}\n\
+             of the library costs.\n\n{instructions}{regime}\n\
              The feedwire rows include \
              the whole stream machine (classification, statistics, timers, reconnection) and \
              read data lent in place (`handle_read_with`, `Delivery::Lend`, `drive_lending`), \
@@ -218,5 +236,22 @@ mod tests {
         assert_eq!(err(&["--runs", "0"]), "--runs: at least 1");
         assert_eq!(err(&["--bogus"]), "unknown argument --bogus");
         assert!(parse(["--help".to_owned()].into_iter()).unwrap().is_none());
+        assert_eq!(
+            err(&["--instructions", "--tls"]),
+            "--instructions counts over plain TCP: run it without --tls"
+        );
+    }
+
+    #[test]
+    fn instructions_are_counted_only_when_asked() {
+        let counted = |args: &[&str]| {
+            parse(args.iter().map(|a| (*a).to_owned()))
+                .expect("valid flags")
+                .expect("not --help")
+                .options
+                .instructions
+        };
+        assert!(!counted(&["--quick"]));
+        assert!(counted(&["--quick", "--instructions"]));
     }
 }

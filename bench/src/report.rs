@@ -45,6 +45,24 @@ fn rounds_ahead(rows: &[Row], r: &Row) -> Option<(usize, usize)> {
     Some((ahead, compared))
 }
 
+/// The fewest user-space instructions per message of any peer among `rows` (one scenario's).
+fn fewest_instructions_of_peers(rows: &[&Row]) -> Option<f64> {
+    rows.iter()
+        .filter(|r| r.peer)
+        .filter_map(|r| r.instructions_per_msg)
+        .min_by(f64::total_cmp)
+}
+
+/// The instruction columns of `r`'s table row: the count, and its ratio to `fewest` (the
+/// best peer's).
+fn instruction_cells(r: &Row, fewest: Option<f64>) -> String {
+    match (r.instructions_per_msg, fewest) {
+        (Some(n), Some(best)) => format!(" {n:.0} | {:.2} |", n / best),
+        (Some(n), None) => format!(" {n:.0} | — |"),
+        (None, _) => " — | — |".to_owned(),
+    }
+}
+
 fn limit<'a>(rows: &'a [Row], scenario: &str) -> Option<&'a Row> {
     rows.iter()
         .find(|r| r.scenario == scenario && r.client == "limit" && r.runs() > 0)
@@ -89,17 +107,29 @@ pub fn markdown(results: &Results) -> String {
             first.messages,
             rows.iter().map(|r| r.runs()).max().unwrap_or(0)
         );
+        let counted = rows.iter().any(|r| r.instructions_per_msg.is_some());
         out.push_str(
-            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | rounds ahead |\n\
-             |---|---:|---:|---:|---:|---:|---:|\n",
+            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | rounds ahead |",
         );
+        out.push_str(if counted {
+            " instructions/msg | instr. × best peer |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        } else {
+            "\n|---|---:|---:|---:|---:|---:|---:|\n"
+        });
         let lim = limit(&results.rows, scenario);
         let peer = best_peer(&results.rows, scenario);
+        let fewest = fewest_instructions_of_peers(&rows);
         for r in rows {
+            let instructions = if counted {
+                instruction_cells(r, fewest)
+            } else {
+                String::new()
+            };
             if r.runs() == 0 {
                 let _ = writeln!(
                     out,
-                    "| {} | failed: {} | | | | | |",
+                    "| {} | failed: {} | | | | | |{instructions}",
                     r.client,
                     r.failures.first().map_or("", String::as_str)
                 );
@@ -114,7 +144,7 @@ pub fn markdown(results: &Results) -> String {
                 .map_or("—".to_owned(), |(ahead, of)| format!("{ahead}/{of}"));
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} | {ahead} |",
+                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} | {ahead} |{instructions}",
                 r.client,
                 si(r.msgs_per_s),
                 r.cpu_us_per_msg,
@@ -241,12 +271,15 @@ struct JsonRow<'a> {
     /// `[ahead, compared]`: see [`rounds_ahead`].
     #[serde(skip_serializing_if = "Option::is_none")]
     rounds_ahead: Option<[usize; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions_per_msg: Option<f64>,
 }
 
 /// A JSON array, one object per scenario × client (`scenario`, `client`, `msgs_per_s`,
 /// `cpu_us_per_msg`, `spread` = min/max over rounds; `rounds_ahead` for the rows that are
-/// not peers). Latency runs appear as scenario `small_aggtrade@<rate>/s` with `p50_us`,
-/// `p99_us`, `p999_us`; `huge_ticker_arr` rows carry `peak_rss_bytes` from the memory runs.
+/// not peers; `instructions_per_msg` when counted). Latency runs appear as scenario
+/// `small_aggtrade@<rate>/s` with `p50_us`, `p99_us`, `p999_us`; `huge_ticker_arr` rows
+/// carry `peak_rss_bytes` from the memory runs.
 pub fn json(results: &Results) -> String {
     let mut rows: Vec<JsonRow<'_>> = results
         .rows
@@ -270,6 +303,7 @@ pub fn json(results: &Results) -> String {
                 .map(|m| m.peak_rss),
             read_buffer_bytes: r.read_buffer_bytes,
             rounds_ahead: rounds_ahead(&results.rows, r).map(|(a, n)| [a, n]),
+            instructions_per_msg: r.instructions_per_msg,
         })
         .collect();
     let names: Vec<String> = results
@@ -297,6 +331,7 @@ pub fn json(results: &Results) -> String {
             peak_rss_bytes: None,
             read_buffer_bytes: None,
             rounds_ahead: None,
+            instructions_per_msg: None,
         });
     }
     serde_json::to_string_pretty(&rows).expect("plain data serialises")
@@ -358,6 +393,7 @@ mod tests {
             msgs_per_s_range: (1.0, 1.0),
             cpu_by_round: cpu_by_round.to_vec(),
             read_buffer_bytes: None,
+            instructions_per_msg: None,
             failures: Vec::new(),
         }
     }
@@ -385,6 +421,39 @@ mod tests {
         ];
         assert_eq!(rounds_ahead(&rows, &rows[0]), Some((1, 3)));
         assert_eq!(rounds_ahead(&rows, &rows[1]), None, "peers get no count");
+    }
+
+    #[test]
+    fn instruction_columns_appear_only_when_counted() {
+        let results = |counts: [Option<f64>; 3]| {
+            let mut rows = vec![
+                row("ours", false, &[Some(1.0)]),
+                row("a", true, &[Some(2.0)]),
+                row("b", true, &[Some(2.0)]),
+            ];
+            for (r, n) in rows.iter_mut().zip(counts) {
+                r.instructions_per_msg = n;
+            }
+            Results {
+                rows,
+                ..Results::default()
+            }
+        };
+        let plain = markdown(&results([None; 3]));
+        assert!(!plain.contains("instructions/msg"), "{plain}");
+        let counted = markdown(&results([Some(240.0), Some(400.0), Some(480.0)]));
+        assert!(
+            counted.contains("instructions/msg | instr. × best peer"),
+            "{counted}"
+        );
+        assert!(
+            counted.contains("| 240 | 0.60 |"),
+            "the best peer's 400: {counted}"
+        );
+        assert!(counted.contains("| 400 | 1.00 |"), "{counted}");
+        let failed_peer = markdown(&results([Some(240.0), None, Some(480.0)]));
+        assert!(failed_peer.contains("| 240 | 0.50 |"), "{failed_peer}");
+        assert!(failed_peer.contains("| — | — |"), "{failed_peer}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use feedwire_core::tls_config_with_roots;
 use feedwire_replay::{measure, ChildServer, Mode, ReplayConfig, Scenario};
 
 use crate::clients::{Client, Target, ALL};
+use crate::instructions;
 use crate::recorder::Recorder;
 
 /// What to run.
@@ -37,6 +38,10 @@ pub struct BenchOptions {
     /// Every scenario and the latency runs over TLS (`wss://`, `tls://`), the replay
     /// server's test CA trusted; memory is measured over plain TCP.
     pub tls: bool,
+    /// Count each client's user-space instructions per message on every scenario too
+    /// (valgrind's callgrind; plain TCP only, so not under `tls`): the median of up to three
+    /// counts, as many as `runs`.
+    pub instructions: bool,
 }
 
 impl BenchOptions {
@@ -62,6 +67,7 @@ impl BenchOptions {
             memory: true,
             pin: false,
             tls: false,
+            instructions: false,
         }
     }
 
@@ -121,6 +127,8 @@ pub struct Row {
     pub cpu_by_round: Vec<Option<f64>>,
     /// Read buffer held after the run (feedwire).
     pub read_buffer_bytes: Option<u64>,
+    /// User-space instructions per message (callgrind), when counted.
+    pub instructions_per_msg: Option<f64>,
     /// Why runs failed, if any did.
     pub failures: Vec<String>,
 }
@@ -236,6 +244,16 @@ fn firehose(
     scenario: Scenario,
 ) -> Result<(ChildServer, Target, usize), String> {
     let count = (scenario.default_count() / options.count_divisor.max(1)).max(100);
+    let (server, target) = firehose_of(options, scenario, count)?;
+    Ok((server, target, count))
+}
+
+/// A firehose replay server sending `count` messages per connection.
+fn firehose_of(
+    options: &BenchOptions,
+    scenario: Scenario,
+    count: usize,
+) -> Result<(ChildServer, Target), String> {
     let server = ChildServer::spawn_on_cpu(
         &ReplayConfig {
             count: Some(count),
@@ -247,7 +265,7 @@ fn firehose(
     )
     .map_err(|e| format!("replay server: {e}"))?;
     let target = target_of(&server)?;
-    Ok((server, target, count))
+    Ok((server, target))
 }
 
 /// Where clients connect to `server`, trusting its CA when it speaks TLS.
@@ -308,33 +326,94 @@ pub fn run_scenario(
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+    let instructions = if options.instructions && target.tls.is_none() {
+        count_instructions(options, &clients, scenario, &target, count, progress)
+    } else {
+        vec![None; clients.len()]
+    };
     Ok(clients
         .iter()
         .zip(samples)
         .zip(by_round)
         .zip(failures)
-        .map(|(((c, s), cpu_by_round), failures)| {
-            let cpu: Vec<f64> = cpu_by_round.iter().flatten().copied().collect();
-            let mps: Vec<f64> = s.iter().map(|x| x.msgs_per_s).collect();
-            let mean_payload = s
-                .first()
-                .map_or(0.0, |x| x.bytes as f64 / x.messages.max(1) as f64);
-            Row {
-                scenario: scenario.name().to_owned(),
-                client: c.name,
-                peer: c.peer,
-                messages: count as u64,
-                mean_payload,
-                msgs_per_s: median(mps.clone()),
-                cpu_us_per_msg: median(cpu.clone()),
-                cpu_range: range(&cpu),
-                msgs_per_s_range: range(&mps),
-                cpu_by_round,
-                read_buffer_bytes: s.last().and_then(|x| x.read_buffer),
-                failures,
+        .zip(instructions)
+        .map(
+            |((((c, s), cpu_by_round), failures), instructions_per_msg)| {
+                let cpu: Vec<f64> = cpu_by_round.iter().flatten().copied().collect();
+                let mps: Vec<f64> = s.iter().map(|x| x.msgs_per_s).collect();
+                let mean_payload = s
+                    .first()
+                    .map_or(0.0, |x| x.bytes as f64 / x.messages.max(1) as f64);
+                Row {
+                    scenario: scenario.name().to_owned(),
+                    client: c.name,
+                    peer: c.peer,
+                    messages: count as u64,
+                    mean_payload,
+                    msgs_per_s: median(mps.clone()),
+                    cpu_us_per_msg: median(cpu.clone()),
+                    cpu_range: range(&cpu),
+                    msgs_per_s_range: range(&mps),
+                    cpu_by_round,
+                    read_buffer_bytes: s.last().and_then(|x| x.read_buffer),
+                    instructions_per_msg,
+                    failures,
+                }
+            },
+        )
+        .collect())
+}
+
+/// Most counts of a client's instructions per message whose median is reported (fewer when
+/// fewer rounds are asked for): see [`instructions::per_message`].
+const INSTRUCTION_REPEATS: usize = 3;
+
+/// Each client's user-space instructions per message on `scenario` (see
+/// [`crate::instructions`]), from runs of `count` messages from `target` and of a fifth of
+/// them from a server of its own (each run ends where its server's messages end, so the
+/// short run has no rest of a long stream to read through while it closes); `None` where
+/// counting failed, which `progress` hears of.
+fn count_instructions(
+    options: &BenchOptions,
+    clients: &[&Client],
+    scenario: Scenario,
+    target: &Target,
+    count: usize,
+    progress: &mut dyn FnMut(&str),
+) -> Vec<Option<f64>> {
+    let few = count / 5;
+    let short = firehose_of(options, scenario, few);
+    clients
+        .iter()
+        .map(|c| {
+            let counted = short.as_ref().map_err(Clone::clone).and_then(|(_, t)| {
+                instructions::per_message(
+                    c,
+                    (&t.url, few as u64),
+                    (&target.url, count as u64),
+                    options.runs.min(INSTRUCTION_REPEATS),
+                )
+            });
+            match counted {
+                Ok(n) => {
+                    progress(&format!(
+                        "{} instructions: {:<18} {n:>10.0} per message",
+                        scenario.name(),
+                        c.name
+                    ));
+                    Some(n)
+                }
+                Err(e) => {
+                    progress(&format!(
+                        "{} instructions {}: failed: {e}",
+                        scenario.name(),
+                        c.name
+                    ));
+                    None
+                }
             }
         })
-        .collect())
+        .collect()
 }
 
 /// One run's latency figures.
@@ -438,8 +517,10 @@ pub fn run_latency(
     Ok(rows)
 }
 
-/// The argument that makes [`crate::child_main`] run one memory measurement.
-pub(crate) const MEMORY_ARG: &str = "--feedwire-bench-memory";
+/// The argument that makes [`crate::child_main`] run one client once, in a process of its
+/// own: for peak RSS (no other client's heap) and for instruction counts (nothing else in
+/// the process to count).
+pub(crate) const ONE_RUN_ARG: &str = "--feedwire-bench-one-run";
 
 /// Peak RSS on `huge_ticker_arr`: each client in a fresh process (this executable again),
 /// so no client inherits another's heap.
@@ -461,7 +542,7 @@ pub fn run_memory(
         .filter(|c| c.throughput && c.websocket)
     {
         let out = std::process::Command::new(&exe)
-            .args([MEMORY_ARG, client.name, server.url(), &count.to_string()])
+            .args([ONE_RUN_ARG, client.name, server.url(), &count.to_string()])
             .output()
             .map_err(|e| e.to_string())?;
         let text = String::from_utf8_lossy(&out.stdout);
@@ -496,12 +577,12 @@ pub fn run_memory(
     Ok(rows)
 }
 
-/// In the memory child: one run, then `baseline=… peak=… read_buffer=…` on stdout.
+/// In the one-run child: one run, then `baseline=… peak=… read_buffer=…` on stdout.
 #[allow(
     clippy::print_stdout,
     reason = "the child reports to its parent through stdout"
 )]
-pub(crate) fn memory_child(args: &[String]) -> Result<(), String> {
+pub(crate) fn one_run_child(args: &[String]) -> Result<(), String> {
     let [name, url, count] = args else {
         return Err("expected CLIENT URL COUNT".to_owned());
     };

@@ -1,0 +1,56 @@
+//! `--instructions` end to end: the benchmark binary counts, under valgrind's callgrind, the
+//! instructions per message of two clients and reports them in its JSON.
+
+use std::process::Command;
+
+#[test]
+fn counts_instructions_per_message_under_callgrind() {
+    let dir = std::env::temp_dir().join(format!("feedwire-bench-instr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let json = dir.join("out.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_feedwire-bench"))
+        .args([
+            "--quick",
+            "--runs",
+            "1",
+            "--no-latency",
+            "--no-memory",
+            "--instructions",
+            "--scenario",
+            "small_aggtrade",
+            "--client",
+            "limit",
+            "--client",
+            "feedwire-blocking",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .expect("the benchmark runs");
+    let text = std::fs::read_to_string(&json).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let count = |client: &str| {
+        rows.as_array()
+            .expect("an array")
+            .iter()
+            .find(|r| r["client"] == client)
+            .and_then(|r| r["instructions_per_msg"].as_f64())
+            .unwrap_or_else(|| {
+                panic!(
+                    "no count for {client}: {text}\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            })
+    };
+    let (limit, feedwire) = (count("limit"), count("feedwire-blocking"));
+    // The limit skips headers; feedwire also validates UTF-8 and classifies each message.
+    // (Tests run the unoptimised build, so the figures say nothing of speed.)
+    assert!(limit > 0.0, "limit {limit}");
+    assert!(feedwire > limit, "feedwire {feedwire}, limit {limit}");
+}
