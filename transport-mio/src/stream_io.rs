@@ -123,34 +123,47 @@ pub(crate) fn read(e: &mut Entry, mut budget: usize, now: Instant) {
             e.readable = false;
             return;
         }
-        let drained;
-        if let Some(tls) = sock.tls.as_mut() {
-            let buf = tls.read_buf();
-            let offered = buf.len();
-            let n = match sock.tcp.read(buf) {
-                Ok(0) => {
+        if !sock.ready && sock.tls.is_none() {
+            e.readable = false;
+            return;
+        }
+        // Into the TLS session's buffer (ciphertext) or straight into the stream's.
+        let buf = match sock.tls.as_mut() {
+            Some(tls) => tls.read_buf(),
+            None => e.stream.read_buf(),
+        };
+        let offered = buf.len();
+        let n = match sock.tcp.read(buf) {
+            Ok(0) => {
+                if let Some(tls) = sock.tls.as_mut() {
                     let _ = tls.handle_eof(&mut StreamInput {
                         stream: &mut e.stream,
                         now,
                     });
-                    e.stream.handle_eof(now);
-                    e.readable = false;
-                    return;
                 }
-                Ok(n) => n,
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                    e.readable = false;
-                    return;
-                }
-                Err(err) => {
-                    e.stream.handle_transport_error(&err.to_string(), now);
-                    return;
-                }
-            };
-            budget = budget.saturating_sub(n);
-            e.last_read = now;
-            drained = n < offered && !sock.read_closed;
-            if !sock.ready {
+                e.stream.handle_eof(now);
+                e.readable = false;
+                return;
+            }
+            Ok(n) => n,
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                e.readable = false;
+                return;
+            }
+            Err(err) => {
+                e.stream.handle_transport_error(&err.to_string(), now);
+                return;
+            }
+        };
+        budget = budget.saturating_sub(n);
+        e.last_read = now;
+        let drained = n < offered && !sock.read_closed;
+        match sock.tls.as_mut() {
+            None => {
+                let lender = e.delivery.lender(e.pending.is_empty());
+                e.stream.handle_read_lending(n, now, lender);
+            }
+            Some(tls) if !sock.ready => {
                 if let Err(err) = tls.handle_read(n, &mut HandshakeOnly) {
                     return e.stream.handle_tls_error(&err, now);
                 }
@@ -164,43 +177,15 @@ pub(crate) fn read(e: &mut Entry, mut budget: usize, now: Instant) {
                         return e.stream.handle_tls_error(&err, now);
                     }
                 }
-            } else if let Err(err) = tls.handle_read(
-                n,
-                &mut LendingInput {
+            }
+            Some(tls) => {
+                let mut input = LendingInput {
                     stream: &mut e.stream,
                     now,
                     handler: e.delivery.lender(e.pending.is_empty()),
-                },
-            ) {
-                return e.stream.handle_tls_error(&err, now);
-            }
-        } else {
-            if !sock.ready {
-                e.readable = false;
-                return;
-            }
-            let buf = e.stream.read_buf();
-            let offered = buf.len();
-            match sock.tcp.read(buf) {
-                Ok(0) => {
-                    e.stream.handle_eof(now);
-                    e.readable = false;
-                    return;
-                }
-                Ok(n) => {
-                    budget = budget.saturating_sub(n);
-                    e.last_read = now;
-                    drained = n < offered && !sock.read_closed;
-                    let lender = e.delivery.lender(e.pending.is_empty());
-                    e.stream.handle_read_lending(n, now, lender);
-                }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                    e.readable = false;
-                    return;
-                }
-                Err(err) => {
-                    e.stream.handle_transport_error(&err.to_string(), now);
-                    return;
+                };
+                if let Err(err) = tls.handle_read(n, &mut input) {
+                    return e.stream.handle_tls_error(&err, now);
                 }
             }
         }
