@@ -1,15 +1,16 @@
 //! Instructions per message, counted by valgrind's callgrind: the client's user-space work
-//! alone (the kernel's part of a read is not counted), and the same count for the same
-//! binary and input whatever else the machine is doing — the stable complement to the CPU
-//! tables, whose figures move 20-50% between invocations on a shared machine.
+//! alone (the kernel's part of a read is not counted), unmoved by whatever else the machine
+//! is doing — the stable complement to the CPU tables, whose figures move 20-50% between
+//! invocations on a shared machine.
 //!
 //! A client runs in a fresh process of this executable (the one-run child) under
 //! `valgrind --tool=callgrind`, twice: for all of a scenario's messages, and for a fifth of
 //! them from a server that sends only those. The difference of the two totals over the
 //! difference of the counts is the cost of a message; start-up, connecting, the handshake
-//! and the close cancel out. Under
-//! callgrind a client runs some 50 times slower than the server writes, so every read comes
-//! back full: the counts are those of a consumer behind its feed.
+//! and the close cancel out. Under callgrind a client runs some 50 times slower than the
+//! server writes, so every read comes back full: the counts are those of a consumer behind
+//! its feed. What still moves between counts is how reads cut frames, which the timing of
+//! each read decides.
 
 use std::process::Command;
 
@@ -19,8 +20,8 @@ use crate::runner::ONE_RUN_ARG;
 /// User-space instructions per message of `client`, from a run of `few` messages and one of
 /// `all` messages, each `(url, count)` of a plain-TCP firehose server that sends that many;
 /// the median of `repeats` such pairs. One pair suffices for a client whose work per
-/// message does not depend on how its reads fall (feedwire's and the limit's counts repeat
-/// to the instruction); one that moves its buffer's contents about as reads split frames
+/// message hardly depends on where reads cut frames (feedwire's counts repeat to within a
+/// few instructions); one that moves its buffer's contents about as reads split frames
 /// (fastwebsockets: 1,100 to 11,700 per 9 KB message) needs the median.
 ///
 /// # Errors

@@ -167,11 +167,11 @@ fn main() -> ExitCode {
              message, counted by valgrind's callgrind in a process of its own over plain TCP — \
              what a run of a fifth of the messages and a run of all of them differ by, over \
              the messages they differ by, so start-up, handshake and close cancel out; the \
-             median of three such counts. The kernel's part of a read is not in it. Unlike \
-             the CPU columns it does not move between invocations for feedwire and the limit \
-             (their counts repeat to the instruction); a client whose work depends on how \
-             its reads fall moves (sockudo-ws by 10-20%, fastwebsockets several-fold on \
-             9 KB messages). Under callgrind every client runs far slower than \
+             median of up to three such counts (as many as rounds). The kernel's part of a read is not in it. Unlike \
+             the CPU columns it hardly moves between invocations (feedwire's counts by a few \
+             instructions per message); what moves it is where reads cut frames, for a \
+             client whose work depends on that (sockudo-ws by 10-20%, fastwebsockets \
+             several-fold on 9 KB messages, the limit two-fold on 454 KB). Under callgrind every client runs far slower than \
              the server writes, so every read comes back full.\n\n"
         } else {
             ""
