@@ -93,6 +93,19 @@ impl ReadBuffer {
 
     /// Writable space for the next read: at most `max_read_size` bytes, never empty.
     pub(crate) fn read_buf(&mut self) -> &mut [u8] {
+        // Between messages of a stream that keeps up (a paced stream, every read): nothing
+        // buffered, nothing pending, the block already initialised for a full read and of
+        // normal size. What the general path below would offer then, without its checks.
+        let read_size = self.read_size;
+        if self.start == 0
+            && self.filled == 0
+            && self.frame_hint == 0
+            && read_size <= self.buf.len()
+            && !(self.uncut && self.buf.capacity() > 2 * self.block_size())
+        {
+            self.offered = read_size;
+            return &mut self.buf[..read_size];
+        }
         // Lent bytes in front of a small partial frame: the partial moves to the front now
         // (a copy of at most `SMALL_PARTIAL` bytes), so reads keep landing in the block's
         // first `read size` bytes, still in cache from the last lap, instead of walking the
@@ -426,6 +439,39 @@ mod tests {
         }
         assert!(blocks <= 8, "200 KB in {blocks} blocks");
         assert_eq!(rb.filled().len(), 200_000);
+    }
+
+    #[test]
+    fn a_stream_that_keeps_up_reads_into_the_same_bytes_every_time() {
+        // A paced stream: each read is one message, lent and let go before the next read.
+        let mut rb = ReadBuffer::new(256 * 1024);
+        let first = rb.read_buf().as_ptr();
+        let capacity = rb.capacity();
+        for _ in 0..100 {
+            let buf = rb.read_buf();
+            assert_eq!(buf.as_ptr(), first, "the block's front, still in cache");
+            assert_eq!(buf.len(), INITIAL_READ_SIZE);
+            buf[..200].fill(b'x');
+            rb.commit(200);
+            assert_eq!(rb.filled(), &[b'x'; 200][..]);
+            rb.discard(200);
+        }
+        assert_eq!(
+            rb.capacity(),
+            capacity,
+            "no allocation after the first read"
+        );
+        // A partial message left behind takes the general path, and the next read follows it.
+        rb.read_buf();
+        rb.commit(10);
+        rb.discard(4);
+        let next = rb.read_buf().as_ptr();
+        assert_eq!(rb.filled().len(), 6);
+        assert_eq!(
+            next,
+            first.wrapping_add(6),
+            "read lands after the partial, moved to the front"
+        );
     }
 
     #[test]

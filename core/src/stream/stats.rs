@@ -101,6 +101,9 @@ pub(crate) struct Stats {
     buckets: [(u64, u64, u64); RATE_WINDOW_SECS as usize + 1],
     /// Received counts already folded into the buckets.
     folded: (u64, u64),
+    /// The second the published rates were computed in: they cover complete seconds only,
+    /// so they change when a second ends, not with every read.
+    rated_in: u64,
     shared: Arc<Shared>,
 }
 
@@ -110,6 +113,7 @@ impl Stats {
             current: StatsSnapshot::default(),
             buckets: [(u64::MAX, 0, 0); RATE_WINDOW_SECS as usize + 1],
             folded: (0, 0),
+            rated_in: u64::MAX,
             shared: Arc::new(Shared {
                 seq: AtomicU64::new(0),
                 fields: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -136,7 +140,8 @@ impl Stats {
 
     /// Folds this wake-up's counts into the rate window and publishes a snapshot.
     pub(crate) fn publish(&mut self, now: Instant, state: u8) {
-        let second = now.saturating_duration_since(self.shared.base).as_secs();
+        let since_base = now.saturating_duration_since(self.shared.base);
+        let second = since_base.as_secs();
         let slot = (second % self.buckets.len() as u64) as usize;
         if self.buckets[slot].0 != second {
             self.buckets[slot] = (second, 0, 0);
@@ -144,20 +149,26 @@ impl Stats {
         self.buckets[slot].1 += self.current.messages_received - self.folded.0;
         self.buckets[slot].2 += self.current.bytes_received - self.folded.1;
         self.folded = (self.current.messages_received, self.current.bytes_received);
-        // Complete seconds only: the current one is still filling.
-        let window = self
-            .buckets
-            .iter()
-            .filter(|b| b.0 < second && second - b.0 <= RATE_WINDOW_SECS);
-        let (msgs, bytes) = window.fold((0, 0), |acc, b| (acc.0 + b.1, acc.1 + b.2));
-        let secs = RATE_WINDOW_SECS.min(second).max(1) as f64;
-        self.current.messages_per_sec = msgs as f64 / secs;
-        self.current.bytes_per_sec = bytes as f64 / secs;
+        if second != self.rated_in {
+            self.rated_in = second;
+            // Complete seconds only: the current one is still filling.
+            let window = self
+                .buckets
+                .iter()
+                .filter(|b| b.0 < second && second - b.0 <= RATE_WINDOW_SECS);
+            let (msgs, bytes) = window.fold((0, 0), |acc, b| (acc.0 + b.1, acc.1 + b.2));
+            let secs = RATE_WINDOW_SECS.min(second).max(1) as f64;
+            self.current.messages_per_sec = msgs as f64 / secs;
+            self.current.bytes_per_sec = bytes as f64 / secs;
+        }
         self.current.state = state;
         let c = &self.current;
-        let last = c.last_receive.map_or(0, |t| {
-            t.saturating_duration_since(self.shared.base).as_nanos() as u64 + 1
-        });
+        // A read publishes with `now` its receive time: no second subtraction for it.
+        let last = match c.last_receive {
+            None => 0,
+            Some(t) if t == now => since_base.as_nanos() as u64 + 1,
+            Some(t) => t.saturating_duration_since(self.shared.base).as_nanos() as u64 + 1,
+        };
         let values = [
             c.messages_received,
             c.bytes_received,
@@ -211,6 +222,27 @@ mod tests {
         let seen = reader.join().expect("reader thread");
         assert!(seen <= 200_000);
         assert_eq!(stats.handle().snapshot().messages_received, 200_000);
+    }
+
+    #[test]
+    fn rates_change_when_a_second_completes_not_within_it() {
+        let base = Instant::now();
+        let mut stats = Stats::new(base);
+        let rate = |stats: &Stats| stats.handle().snapshot().messages_per_sec;
+        for ms in 0..1000u64 {
+            stats.received(10);
+            stats.publish(base + Duration::from_millis(ms), 2);
+            assert_eq!(rate(&stats), 0.0, "second 0 is still filling at {ms} ms");
+        }
+        for ms in 1000..1500u64 {
+            stats.received(10);
+            stats.publish(base + Duration::from_millis(ms), 2);
+            assert_eq!(rate(&stats), 1000.0, "second 0's messages over one second");
+        }
+        stats.publish(base + Duration::from_millis(2000), 2);
+        // Seconds 0 and 1 complete: 1,500 messages over two seconds.
+        assert_eq!(rate(&stats), 750.0);
+        assert_eq!(stats.handle().snapshot().messages_received, 1500);
     }
 
     #[test]

@@ -520,6 +520,13 @@ impl WebSocketClient {
             let lane_open = self.events.is_empty();
             if lane_open && self.decoder.is_idle() {
                 self.take_simple_frames(take);
+                if self.rb.filled().is_empty() {
+                    // The lane took every byte (a paced stream's every read): the idle
+                    // decoder would find no header and report nothing, at more cost than
+                    // the lane's.
+                    self.rb.set_frame_hint(0);
+                    return;
+                }
             }
             if !self.decode_general(take, lane_open) {
                 return;
