@@ -20,7 +20,8 @@ pub use clients::{Client, Extra, LimitFrames, RunFn, Target, ALL as CLIENTS, LIM
 pub use recorder::{Recorder, Window};
 pub use report::{json, machine, markdown, si};
 pub use runner::{
-    run, run_latency, run_memory, run_scenario, BenchOptions, LatencyRow, MemoryRow, Results, Row,
+    run, run_latency, run_memory, run_paced_instructions, run_scenario, BenchOptions, LatencyRow,
+    MemoryRow, PacedInstructions, Results, Row, PACED_INSTRUCTIONS_RATE,
 };
 
 /// Call first in `main`: when this process was started by the benchmark as its replay server

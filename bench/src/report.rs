@@ -4,7 +4,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::runner::{LatencyRow, MemoryRow, Results, Row};
+use crate::runner::{
+    LatencyRow, MemoryRow, PacedInstructions, Results, Row, PACED_INSTRUCTIONS_RATE,
+};
 
 fn best_peer<'a>(rows: &'a [Row], scenario: &str) -> Option<&'a Row> {
     rows.iter()
@@ -184,6 +186,9 @@ pub fn markdown(results: &Results) -> String {
             latency_line(&mut out, r, limit);
         }
     }
+    if !results.paced_instructions.is_empty() {
+        paced_instructions_table(&mut out, &results.paced_instructions);
+    }
     if !results.memory.is_empty() {
         out.push_str(
             "\n### Memory while receiving huge_ticker_arr (454 KB messages; a fresh process per client)\n\n\
@@ -195,6 +200,29 @@ pub fn markdown(results: &Results) -> String {
         }
     }
     out
+}
+
+/// The paced instruction counts: what a read costs besides what a message does, where each
+/// read holds one message.
+fn paced_instructions_table(out: &mut String, rows: &[PacedInstructions]) {
+    let _ = write!(
+        out,
+        "\n### Instructions per message, small_aggtrade paced at {PACED_INSTRUCTIONS_RATE} msgs/s (a read per message; callgrind)\n\n\
+         | client | instructions/msg | × best peer |\n|---|---:|---:|\n"
+    );
+    let fewest = rows
+        .iter()
+        .filter(|r| r.peer)
+        .filter_map(|r| r.instructions_per_msg)
+        .min_by(f64::total_cmp);
+    for r in rows {
+        let (count, ratio) = match (r.instructions_per_msg, fewest) {
+            (Some(n), Some(best)) => (format!("{n:.0}"), format!("{:.2}", n / best)),
+            (Some(n), None) => (format!("{n:.0}"), "—".to_owned()),
+            (None, _) => ("failed".to_owned(), "—".to_owned()),
+        };
+        let _ = writeln!(out, "| {} | {count} | {ratio} |", r.client);
+    }
 }
 
 /// One latency row; `limit_p99` is the raw reader's p99 at the same rate, µs.
@@ -273,11 +301,14 @@ struct JsonRow<'a> {
     rounds_ahead: Option<[usize; 2]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instructions_per_msg: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paced_instructions_per_msg: Option<f64>,
 }
 
 /// A JSON array, one object per scenario × client (`scenario`, `client`, `msgs_per_s`,
 /// `cpu_us_per_msg`, `spread` = min/max over rounds; `rounds_ahead` for the rows that are
-/// not peers; `instructions_per_msg` when counted). Latency runs appear as scenario
+/// not peers; `instructions_per_msg` when counted, and on `small_aggtrade` rows
+/// `paced_instructions_per_msg`, the count at a read per message). Latency runs appear as scenario
 /// `small_aggtrade@<rate>/s` with `p50_us`, `p99_us`, `p999_us`; `huge_ticker_arr` rows
 /// carry `peak_rss_bytes` from the memory runs.
 pub fn json(results: &Results) -> String {
@@ -304,6 +335,15 @@ pub fn json(results: &Results) -> String {
             read_buffer_bytes: r.read_buffer_bytes,
             rounds_ahead: rounds_ahead(&results.rows, r).map(|(a, n)| [a, n]),
             instructions_per_msg: r.instructions_per_msg,
+            paced_instructions_per_msg: (r.scenario == "small_aggtrade")
+                .then(|| {
+                    results
+                        .paced_instructions
+                        .iter()
+                        .find(|p| p.client == r.client)
+                })
+                .flatten()
+                .and_then(|p| p.instructions_per_msg),
         })
         .collect();
     let names: Vec<String> = results
@@ -332,6 +372,7 @@ pub fn json(results: &Results) -> String {
             read_buffer_bytes: None,
             rounds_ahead: None,
             instructions_per_msg: None,
+            paced_instructions_per_msg: None,
         });
     }
     serde_json::to_string_pretty(&rows).expect("plain data serialises")
@@ -454,6 +495,37 @@ mod tests {
         let failed_peer = markdown(&results([Some(240.0), None, Some(480.0)]));
         assert!(failed_peer.contains("| 240 | 0.50 |"), "{failed_peer}");
         assert!(failed_peer.contains("| — | — |"), "{failed_peer}");
+    }
+
+    #[test]
+    fn paced_instruction_counts_get_a_table_and_a_json_key() {
+        let paced = |client, peer, n| PacedInstructions {
+            client,
+            peer,
+            instructions_per_msg: n,
+        };
+        let mut ours = row("ours", false, &[Some(1.0)]);
+        ours.scenario = "small_aggtrade".to_owned();
+        let results = Results {
+            rows: vec![ours],
+            paced_instructions: vec![
+                paced("ours", false, Some(750.0)),
+                paced("a", true, Some(500.0)),
+                paced("b", true, None),
+            ],
+            ..Results::default()
+        };
+        let table = markdown(&results);
+        assert!(table.contains("paced at 1000 msgs/s"), "{table}");
+        assert!(table.contains("| ours | 750 | 1.50 |"), "{table}");
+        assert!(table.contains("| a | 500 | 1.00 |"), "{table}");
+        assert!(table.contains("| b | failed | — |"), "{table}");
+        assert!(
+            json(&results).contains("\"paced_instructions_per_msg\": 750.0"),
+            "{}",
+            json(&results)
+        );
+        assert!(!markdown(&Results::default()).contains("paced at"));
     }
 
     #[test]

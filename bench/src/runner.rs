@@ -38,9 +38,9 @@ pub struct BenchOptions {
     /// Every scenario and the latency runs over TLS (`wss://`, `tls://`), the replay
     /// server's test CA trusted; memory is measured over plain TCP.
     pub tls: bool,
-    /// Count each client's user-space instructions per message on every scenario too
-    /// (valgrind's callgrind; plain TCP only, so not under `tls`): the median of up to three
-    /// counts, as many as `runs`.
+    /// Count each client's user-space instructions per message on every scenario too, and
+    /// on a paced stream where each read holds one message (valgrind's callgrind; plain TCP
+    /// only, so not under `tls`): the median of up to three counts, as many as `runs`.
     pub instructions: bool,
 }
 
@@ -187,7 +187,25 @@ pub struct Results {
     pub latency: Vec<LatencyRow>,
     /// Memory.
     pub memory: Vec<MemoryRow>,
+    /// Instructions per message at [`PACED_INSTRUCTIONS_RATE`] (with `instructions`).
+    pub paced_instructions: Vec<PacedInstructions>,
 }
+
+/// A client's user-space instructions per message on a paced stream, where each read holds
+/// one message: what a read costs besides what a message does.
+#[derive(Debug, Clone)]
+pub struct PacedInstructions {
+    /// Client name.
+    pub client: &'static str,
+    /// A peer library.
+    pub peer: bool,
+    /// `None` when counting failed.
+    pub instructions_per_msg: Option<f64>,
+}
+
+/// Messages per second of the paced instruction counts: slow enough that a client under
+/// callgrind (some 50 times slower than natively) still reads each message on its own.
+pub const PACED_INSTRUCTIONS_RATE: u32 = 1000;
 
 struct Sample {
     msgs_per_s: f64,
@@ -416,6 +434,53 @@ fn count_instructions(
         .collect()
 }
 
+/// Each WebSocket client's instructions per message on `small_aggtrade` paced at
+/// [`PACED_INSTRUCTIONS_RATE`]: 2,500 messages against 500 (2.5 and 0.5 s a run), each
+/// from a paced server of its own.
+pub fn run_paced_instructions(
+    options: &BenchOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<PacedInstructions>, String> {
+    let paced = |count: u64| {
+        ChildServer::spawn(&ReplayConfig {
+            count: Some(count as usize),
+            mode: Mode::Paced {
+                per_sec: PACED_INSTRUCTIONS_RATE,
+            },
+            hold_open: true,
+            ..ReplayConfig::new(Scenario::SmallAggTrade)
+        })
+        .map_err(|e| format!("replay server: {e}"))
+    };
+    let (few, all) = (500, 2500);
+    let (short, long) = (paced(few)?, paced(all)?);
+    Ok(options
+        .selected()
+        .into_iter()
+        .filter(|c| c.websocket && c.throughput)
+        .map(|c| {
+            let counted = instructions::per_message(
+                c,
+                (short.url(), few),
+                (long.url(), all),
+                options.runs.min(INSTRUCTION_REPEATS),
+            );
+            progress(&match &counted {
+                Ok(n) => format!(
+                    "paced {PACED_INSTRUCTIONS_RATE}/s instructions: {:<18} {n:>10.0} per message",
+                    c.name
+                ),
+                Err(e) => format!("paced instructions {}: failed: {e}", c.name),
+            });
+            PacedInstructions {
+                client: c.name,
+                peer: c.peer,
+                instructions_per_msg: counted.ok(),
+            }
+        })
+        .collect())
+}
+
 /// One run's latency figures.
 struct LatencySample {
     p50: u64,
@@ -618,6 +683,9 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Res
     }
     if options.memory {
         results.memory = run_memory(options, progress)?;
+    }
+    if options.instructions && !options.tls {
+        results.paced_instructions = run_paced_instructions(options, progress)?;
     }
     Ok(results)
 }
