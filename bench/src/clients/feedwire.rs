@@ -235,24 +235,25 @@ pub(super) fn blocking(target: &Target, mut rec: Recorder) -> Result<(Recorder, 
     }
 }
 
-pub(super) fn mio(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
-    mio_polling(target, rec, Duration::ZERO)
+/// `busy_poll` of a client that spins (`SPINS`) between the paced server's batches (1 ms
+/// apart) instead of sleeping: [`SPIN`].
+const fn busy_poll(spins: bool) -> Duration {
+    if spins {
+        SPIN
+    } else {
+        Duration::ZERO
+    }
 }
 
-/// The mio loop spinning instead of sleeping between the paced server's batches (1 ms
-/// apart): [`MioOptions::busy_poll`] at [`SPIN`].
-pub(super) fn mio_spin(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
-    mio_polling(target, rec, SPIN)
-}
-
-fn mio_polling(
+/// The mio loop turned on the measuring thread; with `SPINS`, [`MioOptions::busy_poll`] at
+/// [`SPIN`].
+pub(super) fn mio<const SPINS: bool>(
     target: &Target,
     rec: Recorder,
-    busy_poll: Duration,
 ) -> Result<(Recorder, Extra), String> {
     let options = MioOptions {
         tls: target.tls.clone(),
-        busy_poll,
+        busy_poll: busy_poll(SPINS),
         ..MioOptions::default()
     };
     let mut feed = MioLoop::new(options).map_err(|e| err("mio")(&e))?;
@@ -287,20 +288,11 @@ fn mio_polling(
     }
 }
 
-pub(super) fn tokio(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
-    tokio_polling(target, rec, Duration::ZERO)
-}
-
-/// The tokio adapter spinning instead of sleeping between the paced server's batches:
+/// The tokio adapter's stream future in a current-thread runtime's `block_on`; with `SPINS`,
 /// [`feedwire_tokio::TokioOptions::busy_poll`] at [`SPIN`].
-pub(super) fn tokio_spin(target: &Target, rec: Recorder) -> Result<(Recorder, Extra), String> {
-    tokio_polling(target, rec, SPIN)
-}
-
-fn tokio_polling(
+pub(super) fn tokio<const SPINS: bool>(
     target: &Target,
     rec: Recorder,
-    busy_poll: Duration,
 ) -> Result<(Recorder, Extra), String> {
     let rt = runtime()?;
     let lines = target.lines;
@@ -312,7 +304,7 @@ fn tokio_polling(
         };
         let options = feedwire_tokio::TokioOptions {
             tls: target.tls.clone(),
-            busy_poll,
+            busy_poll: busy_poll(SPINS),
             ..Default::default()
         };
         let (handle, drive) = feedwire_tokio::drive_lending(config(target), options, record)

@@ -134,7 +134,7 @@ pub const ALL: &[Client] = &[
         lines: true,
         peer: false,
         throughput: true,
-        run: feedwire::mio,
+        run: feedwire::mio::<false>,
     },
     Client {
         name: "feedwire-mio-spin",
@@ -142,7 +142,7 @@ pub const ALL: &[Client] = &[
         lines: false,
         peer: false,
         throughput: false,
-        run: feedwire::mio_spin,
+        run: feedwire::mio::<true>,
     },
     Client {
         name: "feedwire-tokio",
@@ -150,7 +150,7 @@ pub const ALL: &[Client] = &[
         lines: true,
         peer: false,
         throughput: true,
-        run: feedwire::tokio,
+        run: feedwire::tokio::<false>,
     },
     Client {
         name: "feedwire-tokio-spin",
@@ -158,7 +158,7 @@ pub const ALL: &[Client] = &[
         lines: false,
         peer: false,
         throughput: false,
-        run: feedwire::tokio_spin,
+        run: feedwire::tokio::<true>,
     },
     Client {
         name: "tokio-tungstenite",
