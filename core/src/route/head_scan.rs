@@ -273,7 +273,7 @@ pub(crate) fn token_end(head: &[u8], start: usize) -> Option<usize> {
 /// carry crosses bytes): a digit has high nibble 3, and adding 6 to its low nibble does not
 /// reach 0x10.
 #[inline(always)]
-pub(crate) fn not_digits(word: u64) -> u64 {
+fn not_digits(word: u64) -> u64 {
     const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
     const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
     const LOW_NIBBLES: u64 = 0x0F0F_0F0F_0F0F_0F0F;
@@ -282,19 +282,6 @@ pub(crate) fn not_digits(word: u64) -> u64 {
     let nonzero = ((high_not_three & LOW7) + LOW7) | high_not_three;
     let low_over_nine = ((word & LOW_NIBBLES) + 0x0606_0606_0606_0606) << 3;
     (nonzero | low_over_nine) & HIGH_BITS
-}
-
-/// The high bit of each byte of `word` that is `"` or `\\`, exactly (unlike the borrowing
-/// zero-byte test in [`quote_or_backslash`], a match never flags the byte above it).
-#[inline(always)]
-pub(crate) fn quotes_or_backslashes(word: u64) -> u64 {
-    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
-    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
-    // High bit set for each nonzero byte: the low seven bits plus 0x7F carry into it.
-    let nonzero = |x: u64| ((x & LOW7) + LOW7) | x;
-    let quotes = word ^ u64::from_ne_bytes([b'"'; 8]);
-    let backslashes = word ^ u64::from_ne_bytes([b'\\'; 8]);
-    !(nonzero(quotes) & nonzero(backslashes)) & HIGH_BITS
 }
 
 /// At the opening quote `head[at]`: the content range and the offset after the closing quote,
@@ -653,26 +640,6 @@ mod tests {
                     });
                     assert_eq!(
                         not_digits(u64::from_le_bytes(word)),
-                        expected,
-                        "byte {b:#x} at {at} among {fill:#x}"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn quotes_or_backslashes_flags_exactly_those_bytes() {
-        for b in 0..=255u8 {
-            for at in 0..8 {
-                for fill in [b'"', b'\\', b'a', 0x21, 0x5B, 0xA2, 0xDC, 0] {
-                    let mut word = [fill; 8];
-                    word[at] = b;
-                    let expected = word.iter().enumerate().fold(0u64, |m, (i, &c)| {
-                        m | u64::from(c == b'"' || c == b'\\') << (8 * i + 7)
-                    });
-                    assert_eq!(
-                        quotes_or_backslashes(u64::from_le_bytes(word)),
                         expected,
                         "byte {b:#x} at {at} among {fill:#x}"
                     );
