@@ -44,6 +44,18 @@ enum Feed {
     Orders = 1,
 }
 
+impl Feed {
+    /// The feed whose change messages carry this `op` (`mcm`, `ocm`), if any.
+    #[inline(always)]
+    fn of_op(op: &[u8]) -> Option<Self> {
+        match op {
+            b"mcm" => Some(Self::Markets),
+            b"ocm" => Some(Self::Orders),
+            _ => None,
+        }
+    }
+}
+
 /// A control message waiting for the pacing budget.
 #[derive(Debug)]
 struct Outgoing {

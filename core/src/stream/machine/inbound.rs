@@ -48,12 +48,7 @@ impl Stream {
                     self.got_data = true;
                     self.timers.stop(Timer::FirstData);
                 }
-                update_clocks(
-                    &mut self.clocks,
-                    extracted
-                        .each_ref()
-                        .map(|v| v.as_deref().map(|b| (b, 0..b.len()))),
-                );
+                update_clocks(&mut self.clocks, &extracted);
                 self.events
                     .push_back(StreamEvent::Data { payload, heartbeat });
                 if shutdown {
@@ -195,7 +190,12 @@ pub(super) fn plain_data(
             shutdown: false,
             extracted,
         } => {
-            update_clocks(clocks, extracted.clone().map(|r| r.map(|r| (payload, r))));
+            if let [Some(op), initial, clk] = extracted {
+                let at = |range: &Option<Range<usize>>| range.clone().map(|r| (payload, r));
+                if let Some(feed) = payload.get(op.clone()).and_then(Feed::of_op) {
+                    clocks[feed as usize].update(at(initial), at(clk));
+                }
+            }
             Some(*heartbeat)
         }
         _ => None,
@@ -203,19 +203,17 @@ pub(super) fn plain_data(
 }
 
 /// Records the stream positions a Betfair change message carries (`extracted` holds its `op`,
-/// `initialClk` and `clk`, each as `source[range]`); nothing for other messages.
-#[inline(always)]
-pub(super) fn update_clocks(
-    clocks: &mut [Clocks; 2],
-    extracted: [Option<(&[u8], Range<usize>)>; 3],
-) {
-    let [Some((source, op)), initial, clk] = extracted else {
+/// `initialClk` and `clk`); nothing for other messages.
+fn update_clocks(clocks: &mut [Clocks; 2], extracted: &[Option<Bytes>; 3]) {
+    let [Some(op), initial, clk] = extracted else {
         return;
     };
-    let feed = match &source[op] {
-        b"mcm" => Feed::Markets,
-        b"ocm" => Feed::Orders,
-        _ => return,
-    };
-    clocks[feed as usize].update(initial, clk);
+    if let Some(feed) = Feed::of_op(op) {
+        clocks[feed as usize].update(whole(initial), whole(clk));
+    }
+}
+
+/// All of `value`, as the source and range [`Clocks::update`] takes.
+fn whole(value: &Option<Bytes>) -> Option<(&[u8], Range<usize>)> {
+    value.as_deref().map(|b| (b, 0..b.len()))
 }
