@@ -1,6 +1,6 @@
 //! The loop: readiness, commands, deadlines; each stream's core in between.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::mpsc::{Receiver, Sender};
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use feedwire_core::rustls::ClientConfig;
-use feedwire_core::{default_tls_config, os_seed, Stream, TlsSession};
+use feedwire_core::{default_tls_config, os_seed, AwaitedAnswers, Stream, TlsSession};
 use mio::{Events, Poll, Token, Waker};
 
 use crate::deadlines::{Deadlines, StreamDeadline};
@@ -258,7 +258,7 @@ impl EventLoop {
                         sock: None,
                         delivery,
                         pending: VecDeque::new(),
-                        waiting: HashMap::new(),
+                        awaited: AwaitedAnswers::new(),
                         readable: false,
                         deadline: StreamDeadline::default(),
                         queued: false,
@@ -307,7 +307,7 @@ impl EventLoop {
                 match entry {
                     Some(e) => match e.stream.request(&method, None, now) {
                         Ok(rid) => {
-                            e.waiting.insert(rid, reply);
+                            e.awaited.insert(rid, reply);
                         }
                         Err(err) => {
                             let _ = reply.send(Err(err.into()));

@@ -1,7 +1,7 @@
 //! One stream's slot in the loop — its socket and its core — and the I/O that moves bytes
 //! and events between them: connect, read, write, hand events to the application.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::mpsc::TrySendError;
@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use feedwire_core::{
-    HandshakeOnly, LendingInput, RequestId, Stream, StreamEvent, StreamInput, TlsSession,
-    TransportCommand, WriteQueue,
+    Answer, AwaitedAnswers, HandshakeOnly, LendingInput, Stream, StreamEvent, StreamInput,
+    TlsSession, TransportCommand, WriteQueue,
 };
 use feedwire_sockopt::RecvLowWater;
 use mio::net::TcpStream;
@@ -55,7 +55,8 @@ pub(crate) struct Entry {
     pub(crate) delivery: Delivery,
     /// Events the channel had no room for yet.
     pub(crate) pending: VecDeque<StreamEvent>,
-    pub(crate) waiting: HashMap<RequestId, Reply<Bytes>>,
+    /// Callers awaiting the answer to a request they sent.
+    pub(crate) awaited: AwaitedAnswers<Reply<Bytes>>,
     /// Readable and not yet drained (edge-triggered readiness: `WouldBlock`, or a short read).
     pub(crate) readable: bool,
     pub(crate) deadline: StreamDeadline,
@@ -283,36 +284,16 @@ pub(crate) fn collect(e: &mut Entry) {
                 _ => {}
             }
         }
-        match ev {
-            StreamEvent::Response {
-                id,
-                payload,
-                is_error,
-                kind,
-            } => match e.waiting.remove(&id) {
-                Some(reply) => {
-                    let _ = reply.send(Ok(payload));
-                }
-                None => e.pending.push_back(StreamEvent::Response {
-                    id,
-                    kind,
-                    payload,
-                    is_error,
-                }),
-            },
-            StreamEvent::RequestTimedOut { id, kind } => match e.waiting.remove(&id) {
-                Some(reply) => {
-                    let _ = reply.send(Err(LoopError::TimedOut));
-                }
-                None => e
-                    .pending
-                    .push_back(StreamEvent::RequestTimedOut { id, kind }),
-            },
-            other => e.pending.push_back(other),
-        }
+        let unclaimed = e.awaited.claim(ev, |reply, answer| {
+            let _ = reply.send(match answer {
+                Answer::Response { payload, .. } => Ok(payload),
+                Answer::TimedOut => Err(LoopError::TimedOut),
+            });
+        });
+        e.pending.extend(unclaimed);
     }
     if e.stream.state().is_terminal() {
-        e.waiting.clear();
+        e.awaited.clear();
     }
 }
 

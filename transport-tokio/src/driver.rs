@@ -2,7 +2,7 @@
 //! for a command, readability, writability, a finished connect, room in the event queue, or
 //! the core's next deadline — whichever comes first.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
-    default_tls_config, DataHandler, LendingInput, RequestId, Stream, StreamEvent, StreamInput,
-    TransportCommand,
+    default_tls_config, Answer, AwaitedAnswers, DataHandler, LendingInput, Stream, StreamEvent,
+    StreamInput, TransportCommand,
 };
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
@@ -90,7 +90,7 @@ pub(crate) struct Driver {
     /// application falls behind, dropped when the room comes).
     room: Option<Pin<Box<RoomWait>>>,
     /// Requests whose caller awaits the response.
-    waiting: HashMap<RequestId, ResponseReply>,
+    awaited: AwaitedAnswers<ResponseReply>,
     /// The deadline timer, kept across waits (made on the first, inside the runtime).
     timer: Option<Pin<Box<Sleep>>>,
     /// What `timer` is armed for: the core's deadline when that came earlier than what it
@@ -147,7 +147,7 @@ impl Driver {
             options,
             handles_gone: false,
             room: None,
-            waiting: HashMap::new(),
+            awaited: AwaitedAnswers::new(),
             timer: None,
             armed: None,
         };
@@ -347,7 +347,7 @@ impl Driver {
                 reply,
             } => match self.stream.request(&method, params.as_deref(), now) {
                 Ok(id) => {
-                    self.waiting.insert(id, reply);
+                    self.awaited.insert(id, reply);
                 }
                 Err(e) => {
                     let _ = reply.send(Err(e.into()));
@@ -437,46 +437,30 @@ impl Driver {
     /// Moves the core's events to the application queue; answers and timeouts of awaited
     /// requests go to their callers instead (each exactly once).
     fn collect_events(&mut self) {
-        if self.waiting.is_empty() {
+        if self.awaited.is_empty() {
             // Nobody awaits an answer: the whole queue moves at once.
             self.stream.drain_events_into(&mut self.pending);
         }
-        while let Some(e) = self.stream.poll_event() {
-            match e {
-                StreamEvent::Response {
-                    id,
-                    payload,
-                    is_error,
-                    kind,
-                } => match self.waiting.remove(&id) {
-                    Some(reply) => {
-                        let _ = reply.send(Ok(Response {
-                            id,
-                            payload,
-                            is_error,
-                        }));
-                    }
-                    None => self.pending.push_back(StreamEvent::Response {
+        while let Some(event) = self.stream.poll_event() {
+            let unclaimed = self.awaited.claim(event, |reply, answer| {
+                let _ = reply.send(match answer {
+                    Answer::Response {
                         id,
-                        kind,
+                        payload,
+                        is_error,
+                    } => Ok(Response {
+                        id,
                         payload,
                         is_error,
                     }),
-                },
-                StreamEvent::RequestTimedOut { id, kind } => match self.waiting.remove(&id) {
-                    Some(reply) => {
-                        let _ = reply.send(Err(CommandError::TimedOut));
-                    }
-                    None => self
-                        .pending
-                        .push_back(StreamEvent::RequestTimedOut { id, kind }),
-                },
-                other => self.pending.push_back(other),
-            }
+                    Answer::TimedOut => Err(CommandError::TimedOut),
+                });
+            });
+            self.pending.extend(unclaimed);
         }
         if self.stream.state().is_terminal() {
             // Dropping the senders tells every waiting caller that the stream ended.
-            self.waiting.clear();
+            self.awaited.clear();
         }
     }
 

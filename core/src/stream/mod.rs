@@ -1,6 +1,7 @@
 //! The stream state machine: one market-data stream over either framing, through connect,
 //! handshake, subscriptions, stalls, reconnects, stop and crash. Sans-IO.
 
+mod awaited;
 mod backoff;
 mod clocks;
 mod config;
@@ -11,6 +12,7 @@ mod profile;
 mod stats;
 mod timers;
 
+pub use awaited::{Answer, AwaitedAnswers};
 pub use config::{BetfairAuth, Profile, ReconnectPolicy, StreamConfig, Timeouts};
 pub use event::{
     DataHandler, DataRef, EndReason, RequestKind, StreamEvent, StreamState, TransportCommand,
