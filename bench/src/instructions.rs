@@ -11,55 +11,95 @@
 //! server writes, so every read comes back full: the counts are those of a consumer behind
 //! its feed. What still moves between counts is how reads cut frames, which the timing of
 //! each read decides.
+//!
+//! Copies are counted as the vector loops they would be without `rep movsb`: valgrind counts
+//! a `rep movsb` once per byte, and glibc's `memcpy` uses it from a few KiB up, so a client
+//! that copies whole 16 KiB TLS records counted about one instruction per byte copied where
+//! one that copies the same bytes in 4 KiB pieces counted a thirtieth of that (1 KB over
+//! TLS: feedwire 40.8 M of 108.6 M instructions in `memcpy`, tokio-websockets 22.9 M of
+//! 97.6 M; with the vector loops 4.2 M of 71.8 M and 4.5 M of 78.8 M). The counted child runs
+//! with glibc's `rep movsb`/`rep stosb` thresholds out of reach ([`NO_REP_STRINGS`]).
 
 use std::process::Command;
 
+use feedwire_replay::ChildServer;
+
 use crate::clients::Client;
-use crate::runner::ONE_RUN_ARG;
+use crate::runner::{ONE_RUN_ARG, ONE_RUN_CA_ENV};
+
+/// `GLIBC_TUNABLES` for the counted child: `memcpy` and `memset` never switch to `rep movsb`
+/// / `rep stosb`, which callgrind would count once per byte.
+const NO_REP_STRINGS: &str = "glibc.cpu.x86_rep_movsb_threshold=0x7fffffffffffffff:\
+                              glibc.cpu.x86_rep_stosb_threshold=0x7fffffffffffffff";
+
+/// A replay server a counted run reads from: its URL, its CA (PEM) when it speaks TLS, and
+/// the messages it sends each connection.
+pub(crate) struct Feed<'a> {
+    url: &'a str,
+    ca_pem: Option<&'a str>,
+    count: u64,
+}
+
+impl<'a> Feed<'a> {
+    pub(crate) fn of(server: &'a ChildServer, count: u64) -> Self {
+        Self {
+            url: server.url(),
+            ca_pem: server.ca_pem(),
+            count,
+        }
+    }
+}
 
 /// User-space instructions per message of `client`, from a run of `few` messages and one of
-/// `all` messages, each `(url, count)` of a plain-TCP firehose server that sends that many;
-/// the median of `repeats` such pairs. One pair suffices for a client whose work per
-/// message hardly depends on where reads cut frames (feedwire's counts repeat to within a
-/// few instructions); one that moves its buffer's contents about as reads split frames
-/// (fastwebsockets: 1,100 to 11,700 per 9 KB message) needs the median.
+/// `all` messages, each from a firehose (or paced) server that sends that many; the median
+/// of `repeats` such pairs. One pair suffices for a client whose work per message hardly
+/// depends on where reads cut frames (feedwire's counts repeat to within a few instructions);
+/// one that moves its buffer's contents about as reads split frames (fastwebsockets: 1,100
+/// to 11,700 per 9 KB message) needs the median.
 ///
 /// # Errors
 /// valgrind is missing or failed, or a run failed.
 pub(crate) fn per_message(
     client: &Client,
-    few: (&str, u64),
-    all: (&str, u64),
+    few: &Feed<'_>,
+    all: &Feed<'_>,
     repeats: usize,
 ) -> Result<f64, String> {
-    if all.1 <= few.1 {
+    if all.count <= few.count {
         return Err(format!(
             "{} and {} messages: nothing to tell apart",
-            few.1, all.1
+            few.count, all.count
         ));
     }
     let mut counts = Vec::new();
     for _ in 0..repeats.max(1) {
-        let base = total(client, few.0, few.1)?;
-        let whole = total(client, all.0, all.1)?;
-        counts.push(whole.saturating_sub(base) as f64 / (all.1 - few.1) as f64);
+        let base = total(client, few)?;
+        let whole = total(client, all)?;
+        counts.push(whole.saturating_sub(base) as f64 / (all.count - few.count) as f64);
     }
     counts.sort_by(f64::total_cmp);
     Ok(counts[counts.len() / 2])
 }
 
-/// Instructions of one whole run of `client` for `count` messages, every thread of the
-/// process (the server is another process, not traced).
-fn total(client: &Client, url: &str, count: u64) -> Result<u64, String> {
+/// Instructions of one whole run of `client` on `feed`, every thread of the process (the
+/// server is another process, not traced). A TLS server's CA goes to the child in
+/// [`ONE_RUN_CA_ENV`].
+fn total(client: &Client, feed: &Feed<'_>) -> Result<u64, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = Command::new("valgrind")
+    let mut valgrind = Command::new("valgrind");
+    valgrind
         .args([
             "--tool=callgrind",
             "--callgrind-out-file=/dev/null",
             "--trace-children=no",
         ])
         .arg(&exe)
-        .args([ONE_RUN_ARG, client.name, url, &count.to_string()])
+        .args([ONE_RUN_ARG, client.name, feed.url, &feed.count.to_string()])
+        .env("GLIBC_TUNABLES", NO_REP_STRINGS);
+    if let Some(pem) = feed.ca_pem {
+        valgrind.env(ONE_RUN_CA_ENV, pem);
+    }
+    let out = valgrind
         .output()
         .map_err(|e| format!("valgrind (Debian package valgrind): {e}"))?;
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use feedwire_core::tls_config_with_roots;
-use feedwire_replay::{measure, ChildServer, Mode, ReplayConfig, Scenario};
+use feedwire_replay::{measure, root_store_of, ChildServer, Mode, ReplayConfig, Scenario};
 
 use crate::clients::{Client, Target, ALL};
-use crate::instructions;
+use crate::instructions::{self, Feed};
 use crate::recorder::Recorder;
 
 /// What to run.
@@ -39,8 +39,8 @@ pub struct BenchOptions {
     /// server's test CA trusted; memory is measured over plain TCP.
     pub tls: bool,
     /// Count each client's user-space instructions per message on every scenario too, and
-    /// on a paced stream where each read holds one message (valgrind's callgrind; plain TCP
-    /// only, so not under `tls`): the median of up to three counts, as many as `runs`.
+    /// on a paced stream where each read holds one message (valgrind's callgrind; over TLS
+    /// under `tls`): the median of up to three counts, as many as `runs`.
     pub instructions: bool,
 }
 
@@ -288,14 +288,18 @@ fn firehose_of(
 
 /// Where clients connect to `server`, trusting its CA when it speaks TLS.
 fn target_of(server: &ChildServer) -> Result<Target, String> {
-    let target = Target::from_url(server.url());
-    if !server.url().starts_with("wss://") && !server.url().starts_with("tls://") {
+    target_for(server.url(), server.ca_pem())
+}
+
+/// Where clients connect to the replay server at `url`, trusting `ca_pem` (its CA) when it
+/// speaks TLS.
+fn target_for(url: &str, ca_pem: Option<&str>) -> Result<Target, String> {
+    let target = Target::from_url(url);
+    if !url.starts_with("wss://") && !url.starts_with("tls://") {
         return Ok(target);
     }
-    let roots = server
-        .root_store()
-        .ok_or("the TLS replay server sent no CA")?;
-    Ok(target.with_tls(tls_config_with_roots(roots)))
+    let pem = ca_pem.ok_or("a TLS replay server, and no CA to trust")?;
+    Ok(target.with_tls(tls_config_with_roots(root_store_of(pem))))
 }
 
 /// Throughput and CPU for one scenario; `progress` hears of each finished run.
@@ -304,7 +308,7 @@ pub fn run_scenario(
     scenario: Scenario,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<Row>, String> {
-    let (_server, target, count) = firehose(options, scenario)?;
+    let (server, target, count) = firehose(options, scenario)?;
     let clients: Vec<&Client> = options
         .selected()
         .into_iter()
@@ -344,8 +348,8 @@ pub fn run_scenario(
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    let instructions = if options.instructions && target.tls.is_none() {
-        count_instructions(options, &clients, scenario, &target, count, progress)
+    let instructions = if options.instructions {
+        count_instructions(options, &clients, scenario, &server, count, progress)
     } else {
         vec![None; clients.len()]
     };
@@ -395,7 +399,7 @@ fn count_instructions(
     options: &BenchOptions,
     clients: &[&Client],
     scenario: Scenario,
-    target: &Target,
+    server: &ChildServer,
     count: usize,
     progress: &mut dyn FnMut(&str),
 ) -> Vec<Option<f64>> {
@@ -404,11 +408,11 @@ fn count_instructions(
     clients
         .iter()
         .map(|c| {
-            let counted = short.as_ref().map_err(Clone::clone).and_then(|(_, t)| {
+            let counted = short.as_ref().map_err(Clone::clone).and_then(|(s, _)| {
                 instructions::per_message(
                     c,
-                    (&t.url, few as u64),
-                    (&target.url, count as u64),
+                    &Feed::of(s, few as u64),
+                    &Feed::of(server, count as u64),
                     options.runs.min(INSTRUCTION_REPEATS),
                 )
             });
@@ -448,6 +452,7 @@ pub fn run_paced_instructions(
                 per_sec: PACED_INSTRUCTIONS_RATE,
             },
             hold_open: true,
+            tls: options.tls,
             ..ReplayConfig::new(Scenario::SmallAggTrade)
         })
         .map_err(|e| format!("replay server: {e}"))
@@ -461,8 +466,8 @@ pub fn run_paced_instructions(
         .map(|c| {
             let counted = instructions::per_message(
                 c,
-                (short.url(), few),
-                (long.url(), all),
+                &Feed::of(&short, few),
+                &Feed::of(&long, all),
                 options.runs.min(INSTRUCTION_REPEATS),
             );
             progress(&match &counted {
@@ -587,13 +592,17 @@ pub fn run_latency(
 /// the process to count).
 pub(crate) const ONE_RUN_ARG: &str = "--feedwire-bench-one-run";
 
+/// The environment variable that gives the one-run child the CA (PEM) of a TLS server.
+pub(crate) const ONE_RUN_CA_ENV: &str = "FEEDWIRE_BENCH_ONE_RUN_CA_PEM";
+
 /// Peak RSS on `huge_ticker_arr`: each client in a fresh process (this executable again),
 /// so no client inherits another's heap.
 pub fn run_memory(
     options: &BenchOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<MemoryRow>, String> {
-    // Over plain TCP even under --tls: the child process gets only the URL.
+    // Over plain TCP even under --tls: the table is about read buffers (TLS would add
+    // rustls's own to every client alike).
     let plain = BenchOptions {
         tls: false,
         ..options.clone()
@@ -657,7 +666,9 @@ pub(crate) fn one_run_child(args: &[String]) -> Result<(), String> {
         .ok_or_else(|| format!("unknown client {name}"))?;
     let count: u64 = count.parse().map_err(|_| "bad count".to_owned())?;
     let baseline = measure::rss_bytes();
-    let (_, extra) = (client.run)(&Target::from_url(url), Recorder::new(count, false))?;
+    let ca_pem = std::env::var(ONE_RUN_CA_ENV).ok();
+    let target = target_for(url, ca_pem.as_deref())?;
+    let (_, extra) = (client.run)(&target, Recorder::new(count, false))?;
     let peak = measure::peak_rss_bytes();
     print!("baseline={baseline} peak={peak}");
     if let Some(rb) = extra.read_buffer_bytes {
@@ -684,7 +695,7 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Res
     if options.memory {
         results.memory = run_memory(options, progress)?;
     }
-    if options.instructions && !options.tls {
+    if options.instructions {
         results.paced_instructions = run_paced_instructions(options, progress)?;
     }
     Ok(results)

@@ -1,12 +1,25 @@
 //! `--instructions` end to end: the benchmark binary counts, under valgrind's callgrind, the
 //! instructions per message of two clients, in a firehose and paced, and reports them in
-//! its JSON.
+//! its JSON — over plain TCP and over TLS (the child that is counted gets the server's CA).
 
 use std::process::Command;
 
 #[test]
 fn counts_instructions_per_message_under_callgrind() {
-    let dir = std::env::temp_dir().join(format!("feedwire-bench-instr-{}", std::process::id()));
+    counts_instructions(&[]);
+}
+
+#[test]
+fn counts_instructions_per_message_over_tls() {
+    counts_instructions(&["--tls"]);
+}
+
+fn counts_instructions(extra: &[&str]) {
+    let dir = std::env::temp_dir().join(format!(
+        "feedwire-bench-instr-{}-{}",
+        std::process::id(),
+        extra.len()
+    ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let json = dir.join("out.json");
     let out = Command::new(env!("CARGO_BIN_EXE_feedwire-bench"))
@@ -26,6 +39,7 @@ fn counts_instructions_per_message_under_callgrind() {
             "--json",
         ])
         .arg(&json)
+        .args(extra)
         .output()
         .expect("the benchmark runs");
     let text = std::fs::read_to_string(&json).unwrap_or_default();

@@ -114,13 +114,18 @@ impl ChildServer {
 
     /// A root store holding the test CA, when serving TLS.
     pub fn root_store(&self) -> Option<RootCertStore> {
-        let pem = self.ca_pem.as_ref()?;
-        let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()).flatten() {
-            let _ = roots.add(cert);
-        }
-        Some(roots)
+        self.ca_pem.as_deref().map(root_store_of)
     }
+}
+
+/// A root store holding the certificates of `pem` (a [`ChildServer::ca_pem`] passed on to
+/// another process); what does not parse is left out.
+pub fn root_store_of(pem: &str) -> RootCertStore {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem.as_bytes()).flatten() {
+        let _ = roots.add(cert);
+    }
+    roots
 }
 
 impl Drop for ChildServer {

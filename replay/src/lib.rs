@@ -12,7 +12,7 @@ mod scenario;
 mod server;
 mod wire;
 
-pub use child::{serve_if_child, ChildServer, CHILD_ARG};
+pub use child::{root_store_of, serve_if_child, ChildServer, CHILD_ARG};
 pub use pki::TestPki;
 pub use scenario::Scenario;
 pub use server::{sent_at_us, Fault, Mode, ReplayConfig, ReplayServer, STAMP_WITHIN};
