@@ -168,8 +168,10 @@ fn main() -> ExitCode {
              median of up to three such counts (as many as rounds). The kernel's part of a read is not in it. Unlike \
              the CPU columns it hardly moves between invocations (feedwire's counts by a few \
              instructions per message); what moves it is where reads cut frames, for a \
-             client whose work depends on that (sockudo-ws by 10-20%, fastwebsockets \
-             several-fold on 9 KB messages, the limit two-fold on 454 KB). Under callgrind every client runs far slower than \
+             client whose work depends on that (the limit's 454 KB count, for one). Copies \
+             count as the vector loops they are: the counted process runs with glibc's \
+             `rep movsb`/`rep stosb` off (`GLIBC_TUNABLES`), which callgrind would count once \
+             per byte. Under callgrind every client runs far slower than \
              the server writes, so every read comes back full; the paced table's stream (1k msgs/s) \
              is slow enough that each read still holds one message, so its counts are what a \
              read costs besides what a message does.\n\n"
