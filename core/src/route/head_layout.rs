@@ -35,13 +35,15 @@ pub(super) struct Layout {
     /// What each byte of the head's first `need` must be: one [`Load`] for each sixteen
     /// bytes from the start, then, when `need` is not a multiple of 16, one for the last
     /// sixteen (checking only the bytes the others leave).
+    /// INVARIANT: `loads.len()` is `need / 16`, plus one when `need % 16 != 0`; or 0.
     loads: Vec<Load>,
     /// Bytes a head needs (at least 16): one past the last byte checked.
     need: usize,
 }
 
 /// What each byte of one sixteen-byte load must be. A byte no mask selects is checked by
-/// another load (or is past the shape's end). Aligned so that each mask is one vector operand.
+/// another load (or is past the shape's end). Each mask is sixteen-byte aligned, as a vector
+/// register's loads like.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(16))]
 struct Load {
@@ -85,7 +87,9 @@ impl Layout {
         if self.loads.is_empty() {
             return false;
         }
-        let (whole, last) = self.loads.split_at(self.need / 16);
+        let Some((whole, last)) = self.loads.split_at_checked(self.need / 16) else {
+            return false;
+        };
         let mut bad = [0u8; 16];
         for (bytes, load) in head.chunks_exact(16).zip(whole) {
             let Some(bytes) = bytes.first_chunk() else {
