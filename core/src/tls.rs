@@ -29,16 +29,6 @@ const CIPHERTEXT_READ: usize = 64 * 1024;
 /// of ciphertext (TLS 1.2's limit, RFC 5246 §6.2.3; TLS 1.3's is lower).
 const MAX_RECORD: usize = 5 + (1 << 14) + 2048;
 
-/// Records with less plaintext than this, bytes, are gathered and handed to the sink together
-/// (at the end of each `handle_read`, or every [`GATHER_LIMIT`] bytes): a server that writes
-/// message by message sends a record per message, and an engine read per record would cost
-/// more than the copy (its frames would be cut by reads, and each read publishes statistics).
-/// Larger records go straight to the sink.
-const GATHER_BELOW: usize = 8 * 1024;
-
-/// Gathered plaintext is handed over once it reaches this many bytes.
-const GATHER_LIMIT: usize = 64 * 1024;
-
 /// The ciphertext buffer's size, bytes, at most. Unprocessed ciphertext is at most one
 /// partial record, or during a handshake a handshake message rustls is joining across
 /// records (rustls refuses one over 64 KiB) and a partial record after it; reads still get
@@ -142,9 +132,6 @@ pub struct TlsSession {
     end: usize,
     /// Plaintext decrypted while the sink took no input, delivered before anything newer.
     held: BytesMut,
-    /// Plaintext of small records, in order, handed to the sink together (see
-    /// [`GATHER_BELOW`]); empty between calls.
-    gathered: BytesMut,
     /// Plaintext to encrypt once rustls allows application data (written during the
     /// handshake).
     unsent: BytesMut,
@@ -193,7 +180,6 @@ impl TlsSession {
             start: 0,
             end: 0,
             held: BytesMut::new(),
-            gathered: BytesMut::new(),
             unsent: BytesMut::new(),
             close_wanted: false,
             outbox: BytesMut::new(),
@@ -261,8 +247,16 @@ impl TlsSession {
     /// that data that arrived with the last handshake records is not left waiting for the
     /// next read.
     pub fn flush_plaintext(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
-        deliver(sink, &mut self.held, &[])?;
+        self.feed_held(sink);
         self.process(sink)
+    }
+
+    /// Plaintext held while the sink took no input, to `sink` if it takes input now.
+    fn feed_held(&mut self, sink: &mut impl PlaintextSink) {
+        if !self.held.is_empty() && sink.accepts_input() {
+            let taken = sink.feed(&self.held);
+            self.held.advance(taken);
+        }
     }
 
     /// The transport reached end of stream. Without a prior close_notify this is an error:
@@ -310,20 +304,25 @@ impl TlsSession {
     }
 
     /// Drives rustls over the unprocessed ciphertext until it needs more input: plaintext to
-    /// `sink` (or held), handshake records and encrypted writes to the outbox. Gathered
-    /// plaintext is handed over before returning, error or not: what was decrypted before a
-    /// bad record is not lost.
+    /// `sink` (or held), handshake records and encrypted writes to the outbox. What was
+    /// decrypted before an error is handed over all the same: it is not lost.
     fn process(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
         if let Some(e) = self.failed.clone() {
             return Err(e);
         }
-        let processed = self.process_records(sink);
-        let handed = hand_over(sink, &mut self.held, &mut self.gathered);
-        processed.and(handed)
+        self.process_records(sink)
     }
 
+    /// The records' plaintext goes into the space one `read_buf` of the sink offered, record
+    /// after record, and the sink hears of it — one `handle_read` — when that space is full
+    /// or the records are done: one engine read however many records a socket read brought
+    /// (a read costs the engine some 500 instructions besides its messages), one copy each.
+    /// Plaintext held from before goes first; while the sink takes no input, plaintext is held.
     fn process_records(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
-        loop {
+        self.feed_held(sink);
+        let mut space: &mut [u8] = &mut [];
+        let mut filled = 0;
+        let result = loop {
             let UnbufferedStatus { mut discard, state } = self
                 .conn
                 .process_tls_records(&mut self.incoming[self.start..self.end]);
@@ -331,21 +330,53 @@ impl TlsSession {
                 Ok(state) => state,
                 Err(e) => {
                     self.start += discard;
-                    return Err(e.into());
+                    break Err(e.into());
                 }
             };
             let mut done = false;
             match state {
                 ConnectionState::ReadTraffic(mut traffic) => {
+                    let mut failed = None;
                     while let Some(record) = traffic.next_record() {
-                        let record = record?;
+                        let record = match record {
+                            Ok(record) => record,
+                            Err(e) => {
+                                failed = Some(e.into());
+                                break;
+                            }
+                        };
                         discard += record.discard;
-                        let delivered =
-                            take_record(sink, &mut self.held, &mut self.gathered, record.payload);
-                        if let Err(e) = delivered {
-                            self.start += discard;
-                            return Err(e);
+                        let mut rest = record.payload;
+                        while !rest.is_empty() {
+                            if filled == space.len() {
+                                // Full (or none yet): the sink hears of what it holds.
+                                space = &mut [];
+                                if filled > 0 {
+                                    sink.handle_read(filled);
+                                    filled = 0;
+                                }
+                                if self.held.is_empty() && sink.accepts_input() {
+                                    space = sink.read_buf();
+                                }
+                                if space.is_empty() {
+                                    if let Err(e) = hold(&mut self.held, rest) {
+                                        failed = Some(e);
+                                    }
+                                    break;
+                                }
+                            }
+                            let n = (space.len() - filled).min(rest.len());
+                            space[filled..filled + n].copy_from_slice(&rest[..n]);
+                            filled += n;
+                            rest = &rest[n..];
                         }
+                        if failed.is_some() {
+                            break;
+                        }
+                    }
+                    if let Some(e) = failed {
+                        self.start += discard;
+                        break Err(e);
                     }
                 }
                 ConnectionState::EncodeTlsData(mut encode) => {
@@ -373,20 +404,27 @@ impl TlsSession {
                     // Encoded handshake records wait in the outbox, in order, until the
                     // transport takes them; rustls only needs to know they are on their way.
                     if let Some(mut traffic) = transmit.may_encrypt_app_data() {
-                        encrypt_unsent(&mut traffic, &mut self.unsent, &mut self.outbox)?;
+                        if let Err(e) =
+                            encrypt_unsent(&mut traffic, &mut self.unsent, &mut self.outbox)
+                        {
+                            break Err(e);
+                        }
                     }
                     transmit.done();
                 }
                 ConnectionState::WriteTraffic(mut traffic) => {
-                    encrypt_unsent(&mut traffic, &mut self.unsent, &mut self.outbox)?;
+                    if let Err(e) = encrypt_unsent(&mut traffic, &mut self.unsent, &mut self.outbox)
+                    {
+                        break Err(e);
+                    }
                     if self.close_wanted {
                         self.close_wanted = false;
                         let at = self.outbox.len();
                         self.outbox.resize(at + MAX_RECORD, 0);
-                        let written = traffic
-                            .queue_close_notify(&mut self.outbox[at..])
-                            .map_err(encrypt_error)?;
-                        self.outbox.truncate(at + written);
+                        match traffic.queue_close_notify(&mut self.outbox[at..]) {
+                            Ok(written) => self.outbox.truncate(at + written),
+                            Err(e) => break Err(encrypt_error(e)),
+                        }
                     }
                     done = true;
                 }
@@ -405,9 +443,13 @@ impl TlsSession {
                 self.start = self.end;
             }
             if done {
-                return Ok(());
+                break Ok(());
             }
+        };
+        if filled > 0 {
+            sink.handle_read(filled);
         }
+        result
     }
 }
 
@@ -425,57 +467,10 @@ impl std::fmt::Debug for TlsSession {
     }
 }
 
-/// A decrypted record's plaintext: gathered when it is small (see [`GATHER_BELOW`]), else
-/// handed to `sink` right after what was gathered before it.
-fn take_record(
-    sink: &mut impl PlaintextSink,
-    held: &mut BytesMut,
-    gathered: &mut BytesMut,
-    payload: &[u8],
-) -> Result<(), TlsError> {
-    let small = payload.len() < GATHER_BELOW;
-    if small && gathered.len() + payload.len() <= GATHER_LIMIT {
-        gathered.extend_from_slice(payload);
-        return Ok(());
-    }
-    hand_over(sink, held, gathered)?;
-    if small {
-        gathered.extend_from_slice(payload);
-        Ok(())
-    } else {
-        deliver(sink, held, payload)
-    }
-}
-
-/// What was gathered, to `sink` (after anything held).
-fn hand_over(
-    sink: &mut impl PlaintextSink,
-    held: &mut BytesMut,
-    gathered: &mut BytesMut,
-) -> Result<(), TlsError> {
-    if gathered.is_empty() {
-        return Ok(());
-    }
-    let result = deliver(sink, held, gathered);
-    gathered.clear();
-    result
-}
-
-/// A decrypted record's `payload` to `sink` after anything `held` before it (an empty
-/// `payload` only flushes what is held); what the sink does not take is held.
-fn deliver(
-    sink: &mut impl PlaintextSink,
-    held: &mut BytesMut,
-    payload: &[u8],
-) -> Result<(), TlsError> {
-    let mut rest = payload;
-    if !held.is_empty() {
-        let taken = sink.feed(held);
-        held.advance(taken);
-    }
-    if held.is_empty() {
-        rest = &rest[sink.feed(rest)..];
-    }
+/// `rest` of a record's plaintext, held for a sink that takes no input now (in order after
+/// what is held already); more than [`HELD_PLAINTEXT_LIMIT`] is an error rather than memory
+/// without bound.
+fn hold(held: &mut BytesMut, rest: &[u8]) -> Result<(), TlsError> {
     if held.len() + rest.len() > HELD_PLAINTEXT_LIMIT {
         return Err(TlsError::PlaintextNotTaken);
     }

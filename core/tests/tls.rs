@@ -283,12 +283,19 @@ struct Collect {
     space: Vec<u8>,
     /// `handle_read` calls.
     reads: usize,
+    /// Bytes each `read_buf` offers; 0 for 1000.
+    read_size: usize,
 }
 
 impl PlaintextSink for Collect {
     fn read_buf(&mut self) -> &mut [u8] {
-        // A small, odd read size: records are handed over in many pieces.
-        self.space.resize(1000, 0);
+        // By default a small, odd read size: records are handed over in many pieces.
+        let size = if self.read_size == 0 {
+            1000
+        } else {
+            self.read_size
+        };
+        self.space.resize(size, 0);
         &mut self.space
     }
 
@@ -425,6 +432,26 @@ fn small_records_reach_the_sink_in_full_reads() {
     assert_eq!(sink.bytes, sent);
     // The sink's reads are 1000 bytes: ten full reads, not a hundred of one record each.
     assert_eq!(sink.reads, 10);
+}
+
+#[test]
+fn full_records_of_one_socket_read_reach_the_sink_as_one_read() {
+    // A firehose: 128 KiB written at once go out as eight full 16 KiB records; the session's
+    // first read (room for 64 KiB and a record) takes five, the second three.
+    let (mut tls, mut server) = connected();
+    let sent = text(8 * 16 * 1024);
+    server.writer().write_all(&sent).unwrap();
+    let ciphertext = server_output(&mut server);
+    let mut sink = Collect {
+        accepting: true,
+        read_size: 64 * 1024,
+        ..Collect::default()
+    };
+    deliver(&mut tls, &ciphertext, &mut sink).unwrap();
+    assert_eq!(sink.bytes, sent);
+    // The sink's reads are 64 KiB: 80 KiB of plaintext make two, 48 KiB one — not one per
+    // record (eight), each of which would cost the engine more than its messages do.
+    assert_eq!(sink.reads, 3);
 }
 
 #[test]
