@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use feedwire_core::tls_config_with_roots;
+use feedwire_core::{tls_config_with_roots, Endpoint};
 use feedwire_replay::{measure, root_store_of, ChildServer, Mode, ReplayConfig, Scenario};
 
 use crate::clients::{Client, Target, ALL};
@@ -295,7 +295,8 @@ fn target_of(server: &ChildServer) -> Result<Target, String> {
 /// speaks TLS.
 fn target_for(url: &str, ca_pem: Option<&str>) -> Result<Target, String> {
     let target = Target::from_url(url);
-    if !url.starts_with("wss://") && !url.starts_with("tls://") {
+    let endpoint = Endpoint::parse(url).map_err(|e| format!("replay server URL {url}: {e}"))?;
+    if !endpoint.scheme.is_tls() {
         return Ok(target);
     }
     let pem = ca_pem.ok_or("a TLS replay server, and no CA to trust")?;

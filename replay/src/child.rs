@@ -111,11 +111,6 @@ impl ChildServer {
     pub fn ca_pem(&self) -> Option<&str> {
         self.ca_pem.as_deref()
     }
-
-    /// A root store holding the test CA, when serving TLS.
-    pub fn root_store(&self) -> Option<RootCertStore> {
-        self.ca_pem.as_deref().map(root_store_of)
-    }
 }
 
 /// A root store holding the certificates of `pem` (a [`ChildServer::ca_pem`] passed on to
