@@ -19,8 +19,8 @@
 //! [`RecvLowWater`] stays at 1 byte, the default. A mark the receive buffer cannot hold
 //! twice over is never set (see [`RecvLowWater`]).
 //!
-//! This crate holds the workspace's only `unsafe` code: one `setsockopt` and one
-//! `getsockopt` call.
+//! This crate holds one `setsockopt` and one `getsockopt` call, `unsafe` each; the only other
+//! `unsafe` in the workspace is core's call of its AVX2 ASCII check.
 
 use std::io;
 
