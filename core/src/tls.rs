@@ -590,17 +590,18 @@ impl PlaintextSink for StreamInput<'_> {
 }
 
 /// [`StreamInput`] for a stream that lends its data messages to `handler` when there is one
-/// (see [`crate::Stream::handle_read_lending`]).
-pub struct LendingInput<'a> {
+/// (see [`crate::Stream::handle_read_lending`]). `H` is the handler's type: a concrete one
+/// lets its `on_data` be inlined; by default any handler, called through its vtable.
+pub struct LendingInput<'a, H: crate::DataHandler + ?Sized = dyn crate::DataHandler + 'a> {
     /// The stream.
     pub stream: &'a mut crate::Stream,
     /// When the ciphertext was read.
     pub now: std::time::Instant,
     /// Where data messages are lent; `None` queues them as events.
-    pub handler: Option<&'a mut dyn crate::DataHandler>,
+    pub handler: Option<&'a mut H>,
 }
 
-impl std::fmt::Debug for LendingInput<'_> {
+impl<H: crate::DataHandler + ?Sized> std::fmt::Debug for LendingInput<'_, H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LendingInput")
             .field("stream", &self.stream)
@@ -610,7 +611,7 @@ impl std::fmt::Debug for LendingInput<'_> {
     }
 }
 
-impl PlaintextSink for LendingInput<'_> {
+impl<H: crate::DataHandler + ?Sized> PlaintextSink for LendingInput<'_, H> {
     fn read_buf(&mut self) -> &mut [u8] {
         self.stream.read_buf()
     }

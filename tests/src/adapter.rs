@@ -215,8 +215,8 @@ impl Session for TokioSession {
 #[derive(Debug, Default)]
 pub struct MioAdapter;
 
-struct MioSession {
-    handle: feedwire_mio::LoopHandle,
+struct MioSession<H> {
+    handle: feedwire_mio::LoopHandle<H>,
     id: feedwire_mio::StreamId,
     events: Option<std::sync::mpsc::Receiver<StreamEvent>>,
     stats: feedwire_core::StatsHandle,
@@ -230,11 +230,13 @@ impl Adapter for MioAdapter {
         event_capacity: usize,
     ) -> Box<dyn Session> {
         let (tx, rx) = std::sync::mpsc::sync_channel(event_capacity);
-        start_mio(config, roots, feedwire_mio::Delivery::Channel(tx), rx)
+        let delivery = feedwire_mio::Delivery::<feedwire_mio::AnyDataHandler>::Channel(tx);
+        start_mio(config, roots, delivery, rx)
     }
 }
 
-/// The mio adapter with data lent to a [`feedwire_mio::DataHandler`] on the loop thread,
+/// The mio adapter with data lent to a [`feedwire_mio::DataHandler`] on the loop thread (a
+/// loop typed for it: `LoopHandle::spawn_lending_to`, `on_data` called without a vtable),
 /// which copies every message into the facade's channel as the `Data` event it stands for
 /// (so the scenarios see exactly what a channel delivery would show). The handler cannot
 /// push back, so the scenarios about a full or dropped channel do not apply.
@@ -249,23 +251,23 @@ impl Adapter for MioLendAdapter {
         _event_capacity: usize,
     ) -> Box<dyn Session> {
         let (tx, rx) = std::sync::mpsc::channel();
-        let delivery = feedwire_mio::Delivery::Lend(Box::new(Forward(tx)));
+        let delivery = feedwire_mio::Delivery::Lend(Forward(tx));
         start_mio(config, roots, delivery, rx)
     }
 }
 
 /// One event loop (one thread) running `config`, its events read from `events`.
-fn start_mio(
+fn start_mio<H: feedwire_mio::DataHandler + Send + 'static>(
     config: StreamConfig,
     roots: Option<RootCertStore>,
-    delivery: feedwire_mio::Delivery,
+    delivery: feedwire_mio::Delivery<H>,
     events: std::sync::mpsc::Receiver<StreamEvent>,
 ) -> Box<dyn Session> {
     let options = feedwire_mio::MioOptions {
         tls: roots.map(feedwire_core::tls_config_with_roots),
         ..feedwire_mio::MioOptions::default()
     };
-    let handle = feedwire_mio::LoopHandle::spawn(options).expect("event loop");
+    let handle = feedwire_mio::LoopHandle::spawn_lending_to(options).expect("event loop");
     let (id, stats) = handle.connect(config, delivery).expect("valid config");
     Box::new(MioSession {
         handle,
@@ -275,7 +277,7 @@ fn start_mio(
     })
 }
 
-impl Session for MioSession {
+impl<H: feedwire_mio::DataHandler + Send + 'static> Session for MioSession<H> {
     fn next_event(&mut self, timeout: Duration) -> Result<Option<StreamEvent>, ()> {
         let Some(rx) = self.events.as_ref() else {
             return Ok(None);
@@ -334,7 +336,7 @@ impl Session for MioSession {
     }
 }
 
-impl Drop for MioSession {
+impl<H> Drop for MioSession<H> {
     fn drop(&mut self) {
         self.handle.clone().shutdown();
     }

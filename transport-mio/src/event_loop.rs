@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use feedwire_core::rustls::ClientConfig;
-use feedwire_core::{default_tls_config, os_seed, AwaitedAnswers, Stream, TlsSession};
+use feedwire_core::{default_tls_config, os_seed, AwaitedAnswers, DataHandler, Stream, TlsSession};
 use mio::{Events, Poll, Token, Waker};
 
 use crate::deadlines::{Deadlines, StreamDeadline};
@@ -26,11 +26,11 @@ pub(crate) const USER_TOKEN_BIT: usize = 1 << (usize::BITS - 1);
 /// A stream that read nothing for this long gives its read buffer back (idle memory).
 const IDLE_RELEASE: Duration = Duration::from_secs(1);
 
-pub(crate) struct EventLoop {
+pub(crate) struct EventLoop<H> {
     poll: Poll,
-    commands: Receiver<Command>,
-    resolver: Resolver,
-    streams: Slab<Entry>,
+    commands: Receiver<Command<H>>,
+    resolver: Resolver<H>,
+    streams: Slab<Entry<H>>,
     deadlines: Deadlines,
     /// Streams to service in this iteration: touched by readiness, a command or a timer, or
     /// left with unread input or undelivered events. Only these are visited, so a wake costs
@@ -46,11 +46,11 @@ pub(crate) struct EventLoop {
     options: MioOptions,
 }
 
-impl EventLoop {
+impl<H: DataHandler + Send + 'static> EventLoop<H> {
     pub(crate) fn new(
         options: MioOptions,
-        commands: Receiver<Command>,
-        loopback: Sender<Command>,
+        commands: Receiver<Command<H>>,
+        loopback: Sender<Command<H>>,
     ) -> io::Result<(Self, Arc<Waker>)> {
         let poll = Poll::new()?;
         // mio allows one waker per Poll: the handle and the resolver threads share it.
@@ -244,7 +244,7 @@ impl EventLoop {
     }
 
     /// Returns false on shutdown.
-    pub(crate) fn command(&mut self, cmd: Command) -> bool {
+    pub(crate) fn command(&mut self, cmd: Command<H>) -> bool {
         let now = Instant::now();
         if let Some(id) = cmd.stream() {
             self.mark(id);
@@ -324,7 +324,7 @@ impl EventLoop {
         true
     }
 
-    fn with<T>(&mut self, id: StreamId, f: impl FnOnce(&mut Entry) -> T) -> Option<T> {
+    fn with<T>(&mut self, id: StreamId, f: impl FnOnce(&mut Entry<H>) -> T) -> Option<T> {
         self.streams.get_mut(id.index, id.generation).map(f)
     }
 

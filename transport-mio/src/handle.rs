@@ -49,31 +49,36 @@ pub trait Handler: Send + 'static {
     fn on_event(&mut self, event: StreamEvent);
 }
 
-/// How a stream's events reach the application.
-pub enum Delivery {
+/// The handler type of [`Delivery::Lend`] unless a loop names its own: any handler, each
+/// data message's `on_data` called through its vtable.
+pub type AnyDataHandler = Box<dyn DataHandler + Send>;
+
+/// How a stream's events reach the application. `H` is the type of the loop's lending
+/// handlers (see [`MioLoop::lending_to`](crate::MioLoop::lending_to)).
+pub enum Delivery<H = AnyDataHandler> {
     /// Called on the loop thread.
     Handler(Box<dyn Handler>),
     /// Called on the loop thread (it must not block), data messages lent from the read
     /// buffer: the cheapest way to read a stream (see
     /// [`feedwire_core::Stream::handle_read_with`]).
-    Lend(Box<dyn DataHandler + Send>),
+    Lend(H),
     /// A bounded channel: when full, the loop stops reading the stream until there is room;
     /// when the receiver is dropped, the stream is stopped.
     Channel(SyncSender<StreamEvent>),
 }
 
-impl Delivery {
+impl<H> Delivery<H> {
     /// The handler to lend data to: a lending delivery's, and only while no event waits for
     /// it (`nothing_pending`), so that nothing overtakes a queued event.
-    pub(crate) fn lender(&mut self, nothing_pending: bool) -> Option<&mut dyn DataHandler> {
+    pub(crate) fn lender(&mut self, nothing_pending: bool) -> Option<&mut H> {
         match self {
-            Self::Lend(h) if nothing_pending => Some(h.as_mut()),
+            Self::Lend(h) if nothing_pending => Some(h),
             _ => None,
         }
     }
 }
 
-impl std::fmt::Debug for Delivery {
+impl<H> std::fmt::Debug for Delivery<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::Handler(_) => "Delivery::Handler",
@@ -113,8 +118,12 @@ pub enum LoopError {
 
 pub(crate) type Reply<T> = Sender<Result<T, LoopError>>;
 
-pub(crate) enum Command {
-    Connect(Box<StreamConfig>, Delivery, Reply<(StreamId, StatsHandle)>),
+pub(crate) enum Command<H> {
+    Connect(
+        Box<StreamConfig>,
+        Delivery<H>,
+        Reply<(StreamId, StatsHandle)>,
+    ),
     Stop(StreamId),
     Crash(StreamId, String),
     Subscribe(StreamId, Vec<String>, Reply<()>),
@@ -126,7 +135,7 @@ pub(crate) enum Command {
     Shutdown,
 }
 
-impl Command {
+impl<H> Command<H> {
     /// The stream a command is about, if any.
     pub(crate) fn stream(&self) -> Option<StreamId> {
         match self {
@@ -144,22 +153,41 @@ impl Command {
 }
 
 /// Controls a loop from any thread; cloneable. Every command wakes the loop at once.
-#[derive(Clone)]
-pub struct LoopHandle {
-    pub(crate) commands: Sender<Command>,
+pub struct LoopHandle<H = AnyDataHandler> {
+    pub(crate) commands: Sender<Command<H>>,
     pub(crate) waker: Arc<mio::Waker>,
     pub(crate) thread: Option<Arc<JoinHandle<()>>>,
 }
 
-impl std::fmt::Debug for LoopHandle {
+impl<H> Clone for LoopHandle<H> {
+    fn clone(&self) -> Self {
+        Self {
+            commands: self.commands.clone(),
+            waker: self.waker.clone(),
+            thread: self.thread.clone(),
+        }
+    }
+}
+
+impl<H> std::fmt::Debug for LoopHandle<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("LoopHandle")
     }
 }
 
 impl LoopHandle {
-    /// Starts a loop on a thread of its own.
+    /// Starts a loop on a thread of its own; its lending streams may each have a handler of
+    /// a different type.
     pub fn spawn(options: MioOptions) -> std::io::Result<Self> {
+        Self::spawn_lending_to(options)
+    }
+}
+
+impl<H: DataHandler + Send + 'static> LoopHandle<H> {
+    /// Starts a loop on a thread of its own whose lending streams all have handlers of type
+    /// `H`: each data message's `on_data` is called directly (and can be inlined), not
+    /// through a vtable — about 20 instructions less per message.
+    pub fn spawn_lending_to(options: MioOptions) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel();
         let (event_loop, waker) = EventLoop::new(options, rx, tx.clone())?;
         let thread = std::thread::Builder::new()
@@ -171,13 +199,15 @@ impl LoopHandle {
             thread: Some(Arc::new(thread)),
         })
     }
+}
 
-    fn send(&self, cmd: Command) -> Result<(), LoopError> {
+impl<H> LoopHandle<H> {
+    fn send(&self, cmd: Command<H>) -> Result<(), LoopError> {
         self.commands.send(cmd).map_err(|_| LoopError::LoopGone)?;
         self.waker.wake().map_err(|_| LoopError::LoopGone)
     }
 
-    fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, LoopError> {
+    fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command<H>) -> Result<T, LoopError> {
         let (tx, rx): (Reply<T>, Receiver<Result<T, LoopError>>) = mpsc::channel();
         self.send(make(tx))?;
         rx.recv().map_err(|_| LoopError::LoopGone)?
@@ -187,7 +217,7 @@ impl LoopHandle {
     pub fn connect(
         &self,
         config: StreamConfig,
-        delivery: Delivery,
+        delivery: Delivery<H>,
     ) -> Result<(StreamId, StatsHandle), LoopError> {
         self.call(|r| Command::Connect(Box::new(config), delivery, r))
     }

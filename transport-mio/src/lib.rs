@@ -25,4 +25,4 @@ mod stream_io;
 
 pub use embedded::{user_token, user_token_number, MioLoop};
 pub use feedwire_core::DataHandler;
-pub use handle::{Delivery, Handler, LoopError, LoopHandle, MioOptions, StreamId};
+pub use handle::{AnyDataHandler, Delivery, Handler, LoopError, LoopHandle, MioOptions, StreamId};

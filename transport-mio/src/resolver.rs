@@ -20,14 +20,14 @@ struct Job {
 }
 
 /// Hands lookups to the pool; results come back as [`Command::Resolved`].
-pub(crate) struct Resolver {
-    loopback: Sender<Command>,
+pub(crate) struct Resolver<H> {
+    loopback: Sender<Command<H>>,
     waker: Arc<Waker>,
     jobs: Option<Sender<Job>>,
 }
 
-impl Resolver {
-    pub(crate) fn new(loopback: Sender<Command>, waker: Arc<Waker>) -> Self {
+impl<H: Send + 'static> Resolver<H> {
+    pub(crate) fn new(loopback: Sender<Command<H>>, waker: Arc<Waker>) -> Self {
         Self {
             loopback,
             waker,
@@ -80,7 +80,7 @@ impl Resolver {
 }
 
 /// One resolver thread: takes jobs until the loop (the only sender) is gone.
-fn serve(jobs: &Mutex<Receiver<Job>>, loopback: &Sender<Command>, waker: &Waker) {
+fn serve<H>(jobs: &Mutex<Receiver<Job>>, loopback: &Sender<Command<H>>, waker: &Waker) {
     loop {
         // The lock is held only while waiting for the next job, never during a lookup.
         let job = match jobs.lock() {

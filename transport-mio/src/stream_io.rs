@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use feedwire_core::{
-    Answer, AwaitedAnswers, HandshakeOnly, LendingInput, Stream, StreamEvent, StreamInput,
-    TlsSession, TransportCommand, WriteQueue,
+    Answer, AwaitedAnswers, DataHandler, HandshakeOnly, LendingInput, Stream, StreamEvent,
+    StreamInput, TlsSession, TransportCommand, WriteQueue,
 };
 use feedwire_sockopt::RecvLowWater;
 use mio::net::TcpStream;
@@ -49,10 +49,10 @@ pub(crate) struct Sock {
     pub(crate) low_water: RecvLowWater,
 }
 
-pub(crate) struct Entry {
+pub(crate) struct Entry<H> {
     pub(crate) stream: Stream,
     pub(crate) sock: Option<Sock>,
-    pub(crate) delivery: Delivery,
+    pub(crate) delivery: Delivery<H>,
     /// Events the channel had no room for yet.
     pub(crate) pending: VecDeque<StreamEvent>,
     /// Callers awaiting the answer to a request they sent.
@@ -71,8 +71,8 @@ pub(crate) struct Entry {
 
 /// Starts a TCP connect to the next resolved address; when none is left, reports
 /// `last_error` (the previous address's failure) to the stream.
-pub(crate) fn connect_next(
-    e: &mut Entry,
+pub(crate) fn connect_next<H: DataHandler>(
+    e: &mut Entry<H>,
     registry: &mio::Registry,
     id: StreamId,
     now: Instant,
@@ -112,7 +112,7 @@ pub(crate) fn connect_next(
 /// event, so the read that would only find `WouldBlock` (a system call per wake-up; on a
 /// paced stream, one per message) is not made. After the peer's end was reported, reads go
 /// on until the socket says so.
-pub(crate) fn read(e: &mut Entry, mut budget: usize, now: Instant) {
+pub(crate) fn read<H: DataHandler>(e: &mut Entry<H>, mut budget: usize, now: Instant) {
     while budget > 0 {
         let Some(sock) = e.sock.as_mut() else {
             e.readable = false;
@@ -208,7 +208,7 @@ pub(crate) fn read(e: &mut Entry, mut budget: usize, now: Instant) {
 /// ([`Stream::read_low_water`](feedwire_core::Stream::read_low_water)): a large frame's
 /// rest wakes the loop once, not once per arriving piece. Checked after every service (a
 /// read, a timer, a command), set only when it changes.
-pub(crate) fn set_low_water(e: &mut Entry, now: Instant) {
+pub(crate) fn set_low_water<H: DataHandler>(e: &mut Entry<H>, now: Instant) {
     let Some(sock) = e.sock.as_mut().filter(|s| s.ready) else {
         return;
     };
@@ -220,7 +220,12 @@ pub(crate) fn set_low_water(e: &mut Entry, now: Instant) {
 }
 
 /// The core's outputs: bytes (through TLS) to the socket, transport commands, events.
-pub(crate) fn pump(e: &mut Entry, resolver: &mut Resolver, id: StreamId, registry: &mio::Registry) {
+pub(crate) fn pump<H: DataHandler + Send + 'static>(
+    e: &mut Entry<H>,
+    resolver: &mut Resolver<H>,
+    id: StreamId,
+    registry: &mio::Registry,
+) {
     while let Some(chunk) = e.stream.poll_transmit() {
         if let Some(sock) = e.sock.as_mut() {
             match sock.tls.as_mut() {
@@ -266,7 +271,7 @@ pub(crate) fn pump(e: &mut Entry, resolver: &mut Resolver, id: StreamId, registr
 }
 
 /// Moves the core's events to the pending queue; awaited request answers go to their callers.
-pub(crate) fn collect(e: &mut Entry) {
+pub(crate) fn collect<H: DataHandler>(e: &mut Entry<H>) {
     while let Some(ev) = e.stream.poll_event() {
         // The common case, data to a handler, goes straight through (no queue in between).
         if e.pending.is_empty() {
@@ -298,7 +303,7 @@ pub(crate) fn collect(e: &mut Entry) {
 }
 
 /// Hands pending events to the handler or channel.
-pub(crate) fn deliver(e: &mut Entry) {
+pub(crate) fn deliver<H: DataHandler>(e: &mut Entry<H>) {
     match &mut e.delivery {
         Delivery::Handler(h) => {
             while let Some(ev) = e.pending.pop_front() {
@@ -334,7 +339,7 @@ pub(crate) fn deliver(e: &mut Entry) {
 
 /// Writes queued bytes, vectored, until `WouldBlock`; asks for a writable event only while
 /// something is left.
-pub(crate) fn flush(e: &mut Entry, registry: &mio::Registry, id: StreamId) {
+pub(crate) fn flush<H: DataHandler>(e: &mut Entry<H>, registry: &mio::Registry, id: StreamId) {
     let Some(sock) = e.sock.as_mut() else { return };
     if !sock.ready && sock.tls.is_none() {
         return;

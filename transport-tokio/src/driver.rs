@@ -45,8 +45,9 @@ enum Wake {
 type RoomWait = dyn Future<Output = Result<mpsc::OwnedPermit<VecDeque<StreamEvent>>, mpsc::error::SendError<()>>>
     + Send;
 
-/// Where events go.
-enum Output {
+/// Where events go. `H`: the lending handler's type, so that the read path calls its
+/// `on_data` directly (inlined) rather than through a vtable per message.
+enum Output<H> {
     /// Batches of events to the application's [`Events`]: one channel operation per read
     /// batch, not per message.
     Channel {
@@ -56,24 +57,37 @@ enum Output {
         spare: mpsc::UnboundedReceiver<VecDeque<StreamEvent>>,
     },
     /// A handler called on this task, data lent from the read buffer.
-    Lend(Box<dyn DataHandler + Send>),
+    Lend(H),
 }
 
-impl Output {
+impl<H> Output<H> {
     /// The handler to lend data to: a lending output's, and only while no event waits for it
     /// (`nothing_pending`), so that nothing overtakes a queued event.
-    fn lender(&mut self, nothing_pending: bool) -> Option<&mut dyn DataHandler> {
+    fn lender(&mut self, nothing_pending: bool) -> Option<&mut H> {
         match self {
-            Self::Lend(h) if nothing_pending => Some(h.as_mut()),
+            Self::Lend(h) if nothing_pending => Some(h),
             _ => None,
         }
     }
 }
 
-pub(crate) struct Driver {
+/// The handler type of a driver whose events go to a channel: there is none.
+pub(crate) enum Unlent {}
+
+impl DataHandler for Unlent {
+    fn on_data(&mut self, _: feedwire_core::DataRef<'_>) {
+        match *self {}
+    }
+
+    fn on_event(&mut self, _: StreamEvent) {
+        match *self {}
+    }
+}
+
+pub(crate) struct Driver<H> {
     stream: Stream,
     commands: mpsc::UnboundedReceiver<Command>,
-    output: Output,
+    output: Output<H>,
     /// The batch being filled; handed over whole when the channel has room (a handler
     /// takes it at once).
     pending: VecDeque<StreamEvent>,
@@ -100,7 +114,7 @@ pub(crate) struct Driver {
     armed: Option<Instant>,
 }
 
-impl Driver {
+impl Driver<Unlent> {
     /// A driver whose events go to the returned [`Events`].
     pub(crate) fn new(stream: Stream, options: TokioOptions) -> (StreamHandle, Events, Self) {
         // One batch waiting in the channel while the next fills: reading pauses when both are
@@ -119,17 +133,23 @@ impl Driver {
         };
         (handle, events, driver)
     }
+}
 
+impl<H: DataHandler + Send + 'static> Driver<H> {
     /// A driver that lends data to `handler` and hands it every other event.
     pub(crate) fn lending(
         stream: Stream,
         options: TokioOptions,
-        handler: Box<dyn DataHandler + Send>,
+        handler: H,
     ) -> (StreamHandle, Self) {
         Self::with_output(stream, options, Output::Lend(handler))
     }
 
-    fn with_output(stream: Stream, options: TokioOptions, output: Output) -> (StreamHandle, Self) {
+    fn with_output(
+        stream: Stream,
+        options: TokioOptions,
+        output: Output<H>,
+    ) -> (StreamHandle, Self) {
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let handle = StreamHandle {
             commands: cmd_tx,

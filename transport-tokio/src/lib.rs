@@ -76,7 +76,7 @@ pub fn drive_lending(
     handler: impl DataHandler + Send + 'static,
 ) -> Result<(StreamHandle, impl std::future::Future<Output = ()> + Send), ConfigError> {
     let stream = new_stream(config, &options)?;
-    let (handle, driver) = driver::Driver::lending(stream, options, Box::new(handler));
+    let (handle, driver) = driver::Driver::lending(stream, options, handler);
     Ok((handle, driver.run()))
 }
 

@@ -54,11 +54,23 @@ struct Record {
     done: UnboundedSender<Result<Recorder, String>>,
 }
 
+impl Record {
+    /// Hands the complete recorder back: once per run, out of the per-message path.
+    #[cold]
+    #[inline(never)]
+    fn complete(&mut self) {
+        if let Some(rec) = self.rec.take() {
+            let _ = self.done.send(Ok(rec));
+        }
+    }
+}
+
 impl DataHandler for Record {
+    #[inline]
     fn on_data(&mut self, data: DataRef<'_>) {
         if let Some(rec) = self.rec.as_mut() {
             if rec.on_message(data.payload.len(), data.payload) {
-                let _ = self.done.send(Ok(self.rec.take().expect("present")));
+                self.complete();
             }
         }
     }
@@ -256,15 +268,16 @@ pub(super) fn mio<const SPINS: bool>(
         busy_poll: busy_poll(SPINS),
         ..MioOptions::default()
     };
-    let mut feed = MioLoop::new(options).map_err(|e| err("mio")(&e))?;
+    // Typed for its handler: `on_data` is called without a vtable.
+    let mut feed = MioLoop::lending_to(options).map_err(|e| err("mio")(&e))?;
     let (tx, mut rx) = unbounded_channel();
     let (id, stats) = feed
         .connect(
             config(target),
-            Delivery::Lend(Box::new(Record {
+            Delivery::Lend(Record {
                 rec: Some(rec),
                 done: tx,
-            })),
+            }),
         )
         .map_err(|e| err("connect")(&e))?;
     if target.lines {

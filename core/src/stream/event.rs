@@ -191,6 +191,22 @@ pub trait DataHandler {
     }
 }
 
+/// A boxed handler is one: what an adapter holding handlers of different types keeps.
+impl<H: DataHandler + ?Sized> DataHandler for Box<H> {
+    #[inline]
+    fn on_data(&mut self, data: DataRef<'_>) {
+        (**self).on_data(data)
+    }
+
+    fn on_event(&mut self, event: StreamEvent) {
+        (**self).on_event(event)
+    }
+
+    fn deliver(&mut self, event: StreamEvent) {
+        (**self).deliver(event)
+    }
+}
+
 /// An event from [`crate::Stream::poll_event`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

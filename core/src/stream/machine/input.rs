@@ -158,12 +158,14 @@ impl Stream {
 
     /// [`handle_read_with`](Self::handle_read_with) lending to `handler`, or
     /// [`handle_read`](Self::handle_read) without one: for an adapter whose delivery may or
-    /// may not lend (and must not lend while events wait for its handler).
-    pub fn handle_read_lending(
+    /// may not lend (and must not lend while events wait for its handler). Generic, so that
+    /// an adapter holding its handler's type calls `on_data` directly (inlined), not through
+    /// a vtable once per message; `dyn DataHandler` works too.
+    pub fn handle_read_lending<H: DataHandler + ?Sized>(
         &mut self,
         n: usize,
         now: Instant,
-        handler: Option<&mut (dyn DataHandler + '_)>,
+        handler: Option<&mut H>,
     ) {
         match handler {
             Some(h) => self.handle_read_with(n, now, |d| h.on_data(d)),
