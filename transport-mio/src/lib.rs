@@ -12,8 +12,10 @@
 //!
 //! Delivery: per stream, a [`Handler`] called on the loop thread with every event; a
 //! [`DataHandler`] called on the loop thread with data messages lent in place (no copy, no
-//! event — the cheapest way to read) and other events; or a bounded channel for consuming on
-//! another thread (when it is full the loop stops reading that stream).
+//! event — the cheapest way to read; on a loop typed for its handler, [`MioLoop::lending_to`]
+//! or [`LoopHandle::spawn_lending_to`], called directly rather than through a vtable) and
+//! other events; or a bounded channel for consuming on another thread (when it is full the
+//! loop stops reading that stream).
 
 mod deadlines;
 mod embedded;

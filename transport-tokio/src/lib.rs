@@ -46,10 +46,11 @@ pub fn connect(
 }
 
 /// Starts a stream whose data messages are lent to `handler` in place, on the stream's own
-/// task: no copy, no event, no channel — the cheapest way to read a stream. Every other
-/// event goes to [`DataHandler::on_event`], in order. The handler must not block (it holds up
-/// the stream); to keep a message, copy it. Dropping every handle stops the stream
-/// gracefully.
+/// task: no copy, no event, no channel, and no vtable (the stream's future is compiled for
+/// the handler's type, so `on_data` can be inlined) — the cheapest way to read a stream.
+/// Every other event goes to [`DataHandler::on_event`], in order. The handler must not block
+/// (it holds up the stream); to keep a message, copy it. Dropping every handle stops the
+/// stream gracefully.
 ///
 /// # Panics
 /// Outside a tokio runtime.
