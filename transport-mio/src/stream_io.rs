@@ -71,7 +71,7 @@ pub(crate) struct Entry<H> {
 
 /// Starts a TCP connect to the next resolved address; when none is left, reports
 /// `last_error` (the previous address's failure) to the stream.
-pub(crate) fn connect_next<H: DataHandler>(
+pub(crate) fn connect_next<H>(
     e: &mut Entry<H>,
     registry: &mio::Registry,
     id: StreamId,
@@ -208,7 +208,7 @@ pub(crate) fn read<H: DataHandler>(e: &mut Entry<H>, mut budget: usize, now: Ins
 /// ([`Stream::read_low_water`](feedwire_core::Stream::read_low_water)): a large frame's
 /// rest wakes the loop once, not once per arriving piece. Checked after every service (a
 /// read, a timer, a command), set only when it changes.
-pub(crate) fn set_low_water<H: DataHandler>(e: &mut Entry<H>, now: Instant) {
+pub(crate) fn set_low_water<H>(e: &mut Entry<H>, now: Instant) {
     let Some(sock) = e.sock.as_mut().filter(|s| s.ready) else {
         return;
     };
@@ -339,7 +339,7 @@ pub(crate) fn deliver<H: DataHandler>(e: &mut Entry<H>) {
 
 /// Writes queued bytes, vectored, until `WouldBlock`; asks for a writable event only while
 /// something is left.
-pub(crate) fn flush<H: DataHandler>(e: &mut Entry<H>, registry: &mio::Registry, id: StreamId) {
+pub(crate) fn flush<H>(e: &mut Entry<H>, registry: &mio::Registry, id: StreamId) {
     let Some(sock) = e.sock.as_mut() else { return };
     if !sock.ready && sock.tls.is_none() {
         return;
