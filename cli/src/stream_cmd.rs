@@ -39,7 +39,7 @@ pub(crate) struct StreamArgs {
     /// Also trust the CA certificate(s) in this PEM file (verification is never switched off).
     #[arg(long, value_name = "FILE")]
     ca: Option<PathBuf>,
-    /// Most bytes per socket read (default 1 MiB).
+    /// Most bytes per socket read (default 256 KiB).
     #[arg(long, value_name = "BYTES")]
     max_read_size: Option<usize>,
     /// Print each payload as received, one per line (the default).

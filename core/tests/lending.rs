@@ -219,8 +219,8 @@ fn betfair_resubscribes_from_the_last_clock_however_it_was_kept() {
 
 #[test]
 fn frames_that_span_reads_are_lent_and_the_block_is_never_cut() {
-    // 100 KB frames read at full offers (the read size ramps to 1 MiB): nearly every frame
-    // starts in one read and ends in another, so the decoder holds its header between reads.
+    // 100 KB frames read at full offers (the read size ramps to 256 KiB): every read ends
+    // inside a frame, so the decoder holds its header between reads.
     // Each must still be lent in place: a frame cut out of the block instead shrinks the
     // block by its size (and the next reads zero-fill it again).
     let mut h = binance();
