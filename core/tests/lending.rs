@@ -219,8 +219,8 @@ fn betfair_resubscribes_from_the_last_clock_however_it_was_kept() {
 
 #[test]
 fn frames_that_span_reads_are_lent_and_the_block_is_never_cut() {
-    // 100 KB frames read at full offers (the read size ramps to 256 KiB): every read ends
-    // inside a frame, so the decoder holds its header between reads.
+    // 100 KB frames read at full offers (the read size ramps to 256 KiB): many frames start
+    // in one read and end in another, so the decoder holds their headers between reads.
     // Each must still be lent in place: a frame cut out of the block instead shrinks the
     // block by its size (and the next reads zero-fill it again).
     let mut h = binance();
@@ -231,16 +231,30 @@ fn frames_that_span_reads_are_lent_and_the_block_is_never_cut() {
         .collect();
     let texts: Vec<&str> = payloads.iter().map(String::as_str).collect();
     let bytes = frames(&texts);
+    // Where each frame ends in `bytes`: a read ending elsewhere cut a frame.
+    let ends: Vec<usize> = texts
+        .iter()
+        .scan(0, |end, t| {
+            *end += frames(&[t]).len();
+            Some(*end)
+        })
+        .collect();
     let stats = h.s.stats_handle();
-    let (mut fed, mut lent, mut capacities) = (0, Vec::new(), Vec::new());
+    let (mut fed, mut lent, mut capacities, mut cuts) = (0, Vec::new(), Vec::new(), 0);
     while fed < bytes.len() {
         let buf = h.s.read_buf();
         let n = buf.len().min(bytes.len() - fed);
         buf[..n].copy_from_slice(&bytes[fed..fed + n]);
         fed += n;
+        cuts += usize::from(ends.binary_search(&fed).is_err());
         h.s.handle_read_with(n, h.now, |d| lent.push(d.payload.to_vec()));
         capacities.push(stats.snapshot().read_buffer_bytes);
     }
+    assert!(
+        cuts >= 40,
+        "only {cuts} of {} reads ended inside a frame",
+        capacities.len()
+    );
     assert_eq!(lent.len(), payloads.len());
     assert!(lent.iter().zip(&payloads).all(|(l, p)| l == p.as_bytes()));
     h.pump();
