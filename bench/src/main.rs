@@ -186,7 +186,9 @@ fn main() -> ExitCode {
              the client spent less CPU per message than every peer of the same round (out of \
              the rounds all of them completed) — the comparison made pair by pair, where drift \
              common to a round cancels; a client level with the best peers is ahead in fewer \
-             than half. `limit-utf8` is the limit's reader \
+             than half. `paired × best peer`: the median over rounds of the client's CPU per \
+             message divided by the best peer's of the same round (the best peer: the lowest \
+             median), the ratio judged pair by pair too. `limit-utf8` is the limit's reader \
              with feedwire's UTF-8 validation of text added (not a peer): the step from `limit` \
              to it is what validation costs, the step from it to a feedwire row what the rest \
              of the library costs.\n\n{instructions}{regime}\n\

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::runner::{
-    LatencyRow, MemoryRow, PacedInstructions, Results, Row, PACED_INSTRUCTIONS_RATE,
+    median, LatencyRow, MemoryRow, PacedInstructions, Results, Row, PACED_INSTRUCTIONS_RATE,
 };
 
 fn best_peer<'a>(rows: &'a [Row], scenario: &str) -> Option<&'a Row> {
@@ -45,6 +45,22 @@ fn rounds_ahead(rows: &[Row], r: &Row) -> Option<(usize, usize)> {
         }
     }
     Some((ahead, compared))
+}
+
+/// For a client that is not a peer: the median, over the rounds both completed, of its CPU
+/// per message divided by `best`'s in the same round (`best`: the peer with the lowest
+/// median). The "× best peer" ratio judged pair by pair: a round's common drift cancels,
+/// where the ratio of two medians can set one client's fast rounds against the other's slow
+/// ones. `None` for a peer, or without a round in common.
+fn paired_ratio(r: &Row, best: Option<&Row>) -> Option<f64> {
+    let best = best.filter(|_| !r.peer)?;
+    let ratios: Vec<f64> = r
+        .cpu_by_round
+        .iter()
+        .zip(&best.cpu_by_round)
+        .filter_map(|(own, theirs)| Some((*own)? / (*theirs)?))
+        .collect();
+    (!ratios.is_empty()).then(|| median(ratios))
 }
 
 /// The fewest user-space instructions per message of any peer among `rows` (one scenario's).
@@ -111,13 +127,13 @@ pub fn markdown(results: &Results) -> String {
         );
         let counted = rows.iter().any(|r| r.instructions_per_msg.is_some());
         out.push_str(
-            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | rounds ahead |",
+            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | paired × best peer | rounds ahead |",
         );
         out.push_str(if counted {
             " instructions/msg | instr. × best peer |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         } else {
-            "\n|---|---:|---:|---:|---:|---:|---:|\n"
+            "\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
         });
         let lim = limit(&results.rows, scenario);
         let peer = best_peer(&results.rows, scenario);
@@ -131,7 +147,7 @@ pub fn markdown(results: &Results) -> String {
             if r.runs() == 0 {
                 let _ = writeln!(
                     out,
-                    "| {} | failed: {} | | | | | |{instructions}",
+                    "| {} | failed: {} | | | | | | |{instructions}",
                     r.client,
                     r.failures.first().map_or("", String::as_str)
                 );
@@ -144,9 +160,10 @@ pub fn markdown(results: &Results) -> String {
             };
             let ahead = rounds_ahead(&results.rows, r)
                 .map_or("—".to_owned(), |(ahead, of)| format!("{ahead}/{of}"));
+            let paired = paired_ratio(r, peer).map_or("—".to_owned(), |x| format!("{x:.2}"));
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} | {ahead} |{instructions}",
+                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} | {paired} | {ahead} |{instructions}",
                 r.client,
                 si(r.msgs_per_s),
                 r.cpu_us_per_msg,
@@ -299,6 +316,9 @@ struct JsonRow<'a> {
     /// `[ahead, compared]`: see [`rounds_ahead`].
     #[serde(skip_serializing_if = "Option::is_none")]
     rounds_ahead: Option<[usize; 2]>,
+    /// See [`paired_ratio`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paired_vs_best_peer: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instructions_per_msg: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -306,8 +326,8 @@ struct JsonRow<'a> {
 }
 
 /// A JSON array, one object per scenario × client (`scenario`, `client`, `msgs_per_s`,
-/// `cpu_us_per_msg`, `spread` = min/max over rounds; `rounds_ahead` for the rows that are
-/// not peers; `instructions_per_msg` when counted, and on `small_aggtrade` rows
+/// `cpu_us_per_msg`, `spread` = min/max over rounds; `rounds_ahead` and
+/// `paired_vs_best_peer` for the rows that are not peers; `instructions_per_msg` when counted, and on `small_aggtrade` rows
 /// `paced_instructions_per_msg`, the count at a read per message). Latency runs appear as scenario
 /// `small_aggtrade@<rate>/s` with `p50_us`, `p99_us`, `p999_us`; `huge_ticker_arr` rows
 /// carry `peak_rss_bytes` from the memory runs.
@@ -334,6 +354,7 @@ pub fn json(results: &Results) -> String {
                 .map(|m| m.peak_rss),
             read_buffer_bytes: r.read_buffer_bytes,
             rounds_ahead: rounds_ahead(&results.rows, r).map(|(a, n)| [a, n]),
+            paired_vs_best_peer: paired_ratio(r, best_peer(&results.rows, &r.scenario)),
             instructions_per_msg: r.instructions_per_msg,
             paced_instructions_per_msg: (r.scenario == "small_aggtrade")
                 .then(|| {
@@ -371,6 +392,7 @@ pub fn json(results: &Results) -> String {
             peak_rss_bytes: None,
             read_buffer_bytes: None,
             rounds_ahead: None,
+            paired_vs_best_peer: None,
             instructions_per_msg: None,
             paced_instructions_per_msg: None,
         });
@@ -462,6 +484,32 @@ mod tests {
         ];
         assert_eq!(rounds_ahead(&rows, &rows[0]), Some((1, 3)));
         assert_eq!(rounds_ahead(&rows, &rows[1]), None, "peers get no count");
+    }
+
+    #[test]
+    fn paired_ratio_is_the_median_of_same_round_ratios() {
+        // Medians alone: ours 2.0, best 2.0 — level. Round by round ours is half of best in
+        // three of the four rounds both completed (rounds 4 and 6: one of them failed).
+        let ours = row(
+            "ours",
+            false,
+            &[Some(1.0), Some(2.0), Some(4.0), None, Some(3.0), Some(1.0)],
+        );
+        let best = row(
+            "best",
+            true,
+            &[Some(2.0), Some(4.0), Some(2.0), Some(1.0), Some(6.0), None],
+        );
+        let ratio = paired_ratio(&ours, Some(&best)).expect("rounds in common");
+        assert!((ratio - 0.5).abs() < 1e-12, "{ratio}");
+        assert_eq!(paired_ratio(&best, Some(&best)), None, "peers get no ratio");
+        assert_eq!(paired_ratio(&ours, None), None, "no peer, no ratio");
+        let disjoint = row("d", false, &[None, None, None, None, None, Some(1.0)]);
+        assert_eq!(
+            paired_ratio(&disjoint, Some(&best)),
+            None,
+            "no round in common"
+        );
     }
 
     #[test]

@@ -231,7 +231,8 @@ fn run_once(client: &Client, target: &Target, count: u64) -> Result<Sample, Stri
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v`; NaN when empty.
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => f64::NAN,
