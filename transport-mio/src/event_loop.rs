@@ -163,17 +163,24 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         }
     }
 
-    /// Fires due timers and services every marked stream.
+    /// Fires due timers and services every marked stream. The clock is read once for the
+    /// timers, the sweep and the first stream, then again before each further stream: every
+    /// stream's input is stamped with the time its service began, and a wake-up for one
+    /// stream (on a paced feed, one a message) reads the clock once here, not three times.
     pub(crate) fn service_ready(&mut self) {
-        self.fire_timers();
-        self.sweep_idle_buffers();
+        let mut now = Instant::now();
+        self.fire_timers(now);
+        self.sweep_idle_buffers(now);
         let mut servicing = std::mem::take(&mut self.servicing);
         std::mem::swap(&mut servicing, &mut self.ready);
-        for &id in &servicing {
+        for (i, &id) in servicing.iter().enumerate() {
             if let Some(e) = self.streams.get_mut(id.index, id.generation) {
                 e.queued = false;
             }
-            self.service(id);
+            if i > 0 {
+                now = Instant::now();
+            }
+            self.service(id, now);
         }
         servicing.clear();
         self.servicing = servicing;
@@ -203,20 +210,22 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         if more_input {
             return Some(Duration::ZERO);
         }
-        let now = Instant::now();
-        let timer = self
+        // The earliest instant first: one subtraction, not one per source.
+        let earliest = self
             .deadlines
             .next()
-            .map(|t| t.saturating_duration_since(now));
-        let retry = undelivered.then_some(Duration::from_millis(1));
-        let sweep = Some(self.next_sweep.saturating_duration_since(now));
-        [timer, retry, sweep].into_iter().flatten().min()
+            .map_or(self.next_sweep, |t| t.min(self.next_sweep));
+        let wait = earliest.saturating_duration_since(Instant::now());
+        Some(if undelivered {
+            wait.min(Duration::from_millis(1))
+        } else {
+            wait
+        })
     }
 
     /// Once a second: streams quiet for [`IDLE_RELEASE`] release their read buffers, so an
     /// idle connection holds no read memory.
-    fn sweep_idle_buffers(&mut self) {
-        let now = Instant::now();
+    fn sweep_idle_buffers(&mut self, now: Instant) {
         if now < self.next_sweep {
             return;
         }
@@ -230,8 +239,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         }
     }
 
-    fn fire_timers(&mut self) {
-        let now = Instant::now();
+    fn fire_timers(&mut self, now: Instant) {
         while let Some(entry) = self.deadlines.pop_due(now) {
             let (index, generation) = entry.1;
             if let Some(e) = self.streams.get_mut(index, generation) {
@@ -392,9 +400,8 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
     }
 
     /// Everything one stream needs after any input: read, pump outputs, deliver, re-arm.
-    fn service(&mut self, id: StreamId) {
+    fn service(&mut self, id: StreamId, now: Instant) {
         let budget = self.options.read_budget;
-        let now = Instant::now();
         let Some(e) = self.streams.get_mut(id.index, id.generation) else {
             return;
         };
