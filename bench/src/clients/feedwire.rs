@@ -55,7 +55,7 @@ struct Record {
     /// A tokio channel: the mio client polls it, the tokio client awaits it.
     done: UnboundedSender<Result<Recorder, String>>,
     /// Set once `done` holds the outcome: the mio client's turn loop looks at this flag, not
-    /// the channel, whose `try_recv` would cost the harness ~200 instructions a turn.
+    /// the channel, whose `try_recv` cost the harness ~80 instructions a turn.
     ended: Arc<AtomicBool>,
 }
 
