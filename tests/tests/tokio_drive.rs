@@ -8,6 +8,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Wake, Waker};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -19,18 +20,41 @@ use feedwire_tokio::{drive_lending, TokioOptions};
 /// The close handshake's timeout in these tests.
 const CLOSE_TIMEOUT: Duration = Duration::from_millis(300);
 
+/// What the mute server heard after the upgrade: each client frame's opcode, in order, and a
+/// notification per frame.
+#[derive(Default)]
+struct Heard {
+    opcodes: std::sync::Mutex<Vec<u8>>,
+    frame: tokio::sync::Notify,
+}
+
 /// A WebSocket server that accepts one client and then never writes again — not even the
-/// answer to a Close — and reads until the client goes.
-fn mute_server() -> (SocketAddr, JoinHandle<()>) {
+/// answer to a Close — and reads until the client goes, noting the frames it hears.
+fn mute_server() -> (SocketAddr, Arc<Heard>, JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let heard = Arc::new(Heard::default());
+    let noted = Arc::clone(&heard);
     let server = thread::spawn(move || {
         let (mut sock, _) = listener.accept().expect("accept");
         accept_upgrade(&mut sock);
         let mut buf = [0u8; 4096];
-        while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
+        let mut pending = Vec::new();
+        while let Ok(n @ 1..) = sock.read(&mut buf) {
+            pending.extend_from_slice(&buf[..n]);
+            // Client frames here are control frames: masked, payload under 126 bytes.
+            while let [first, second, ..] = pending[..] {
+                let size = 2 + 4 + usize::from(second & 0x7F);
+                if pending.len() < size {
+                    break;
+                }
+                noted.opcodes.lock().expect("lock").push(first & 0x0F);
+                noted.frame.notify_one();
+                pending.drain(..size);
+            }
+        }
     });
-    (addr, server)
+    (addr, heard, server)
 }
 
 /// Signals the stream's opening; counts data messages; keeps how it ended.
@@ -66,7 +90,7 @@ impl DataHandler for Watch {
 /// is always ready: 100% CPU until the timeout.)
 #[test]
 fn with_every_handle_gone_the_close_is_awaited_asleep() {
-    let (addr, server) = mute_server();
+    let (addr, _, server) = mute_server();
     let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
     config.timeouts.close = CLOSE_TIMEOUT;
     let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
@@ -128,6 +152,141 @@ fn with_every_handle_gone_the_close_is_awaited_asleep() {
         ),
         "ended with {:?}",
         ended.lock().expect("lock")
+    );
+}
+
+/// A waker that forwards to another until it is retired, and then wakes nothing: a task's
+/// old waker, once the future has moved on.
+struct Forward {
+    to: Waker,
+    retired: AtomicBool,
+}
+
+impl Wake for Forward {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.retired.load(Ordering::Relaxed) {
+            self.to.wake_by_ref();
+        }
+    }
+}
+
+/// The future polled first with one waker, then — once open — with another, the first
+/// retired: what a future moved to another task, or into a combinator, sees. A wait skips a
+/// source that still holds the task's waker; it must see that the waker changed. Here no
+/// timer is armed while open, so only the command channel can carry the stop: left holding
+/// the retired waker, it would never wake the future, and the time limit fails the test.
+#[test]
+fn a_stop_reaches_a_future_polled_under_a_new_waker() {
+    stop_under_a_new_waker(None, false);
+}
+
+/// As above, with the first poll under the new waker made after the task spent its tokio
+/// budget: the command channel then returns `Pending` without taking the waker (tokio asks
+/// for a re-poll instead), and that poll must not count as the channel holding it.
+#[test]
+fn a_poll_with_the_budget_spent_registers_nothing_and_the_stop_still_arrives() {
+    stop_under_a_new_waker(None, true);
+}
+
+/// As above, with the idle timer armed under the first waker: it has to fire into the new
+/// one (its ping reaches the server) with nothing else waking the future.
+#[test]
+fn a_timer_armed_under_the_old_waker_fires_into_the_new_one() {
+    stop_under_a_new_waker(Some(Duration::from_millis(300)), false);
+}
+
+fn stop_under_a_new_waker(idle: Option<Duration>, spend_budget: bool) {
+    let (addr, heard, server) = mute_server();
+    let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+    config.timeouts.close = CLOSE_TIMEOUT;
+    config.timeouts.first_data = None;
+    config.timeouts.idle = idle;
+    let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
+    let ended = Arc::new(std::sync::Mutex::new(None));
+    let watch = Watch {
+        opened: Some(opened_tx),
+        data: Arc::default(),
+        ended: Arc::clone(&ended),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let switch = AtomicBool::new(false);
+    rt.block_on(async {
+        let (handle, drive) = drive_lending(config, TokioOptions::default(), watch).expect("ok");
+        let mut drive = pin!(drive);
+        let forward = |cx: &Context<'_>| {
+            Arc::new(Forward {
+                to: cx.waker().clone(),
+                retired: AtomicBool::new(false),
+            })
+        };
+        let (mut old, mut new) = (None, None);
+        let polled = std::future::poll_fn(|cx| {
+            let switched = switch.load(Ordering::Relaxed);
+            if switched && new.is_none() && spend_budget {
+                while tokio::task::coop::has_budget_remaining() {
+                    let _ = pin!(tokio::task::coop::consume_budget()).poll(cx);
+                }
+            }
+            let waker = if switched { &mut new } else { &mut old };
+            let waker = Waker::from(Arc::clone(waker.get_or_insert_with(|| forward(cx))));
+            let poll = drive.as_mut().poll(&mut Context::from_waker(&waker));
+            if let Some(first) = old.as_ref().filter(|_| switched) {
+                first.retired.store(true, Ordering::Relaxed);
+            }
+            poll
+        });
+        let control = async {
+            tokio::time::timeout(Duration::from_secs(10), opened_rx)
+                .await
+                .expect("opened in time")
+                .expect("signal");
+            switch.store(true, Ordering::Relaxed);
+            // One wake-up of this branch, so that the future is polled with the new waker;
+            // after it, nothing but the future's own sources wakes it.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if idle.is_some() {
+                tokio::time::timeout(Duration::from_secs(5), heard.frame.notified())
+                    .await
+                    .expect("the idle timer's ping within 5 s");
+                assert_eq!(
+                    heard.opcodes.lock().expect("lock")[..],
+                    [0x9],
+                    "a ping first"
+                );
+            }
+            handle.stop();
+        };
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            futures_util::future::join(polled, control),
+        )
+        .await
+        .expect("the stop ended the stream in time");
+    });
+    drop(rt);
+    server.join().expect("server");
+    assert!(
+        matches!(
+            *ended.lock().expect("lock"),
+            Some(StreamEvent::Closed {
+                by: feedwire_core::CloseInitiator::Local,
+                ..
+            })
+        ),
+        "ended with {:?}",
+        ended.lock().expect("lock")
+    );
+    assert_eq!(
+        heard.opcodes.lock().expect("lock").last(),
+        Some(&0x8),
+        "our Close went out"
     );
 }
 

@@ -24,6 +24,7 @@ use crate::handle::{
     Command, CommandError, Events, Response, ResponseReply, StreamHandle, TokioOptions,
 };
 use crate::io::{open, Conn, OpenError};
+use crate::registered::Registered;
 
 /// Most bytes read per wake-up, so that one busy stream leaves the runtime to others.
 const READ_BUDGET: usize = 4 << 20;
@@ -87,6 +88,8 @@ impl DataHandler for Unlent {
 pub(crate) struct Driver<H> {
     stream: Stream,
     commands: mpsc::UnboundedReceiver<Command>,
+    /// Whether `commands` holds our waker: while it does and is empty, a wait skips it.
+    commands_waker: Registered,
     output: Output<H>,
     /// The batch being filled; handed over whole when the channel has room (a handler
     /// takes it at once).
@@ -112,6 +115,8 @@ pub(crate) struct Driver<H> {
     /// read) leaves it alone: it fires early once, nothing is due, and it is armed again —
     /// instead of a timer registered and cancelled on every wait.
     armed: Option<Instant>,
+    /// Whether `timer` holds our waker: while it does and has not fired, a wait skips it.
+    timer_waker: Registered,
 }
 
 impl Driver<Unlent> {
@@ -158,6 +163,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         let driver = Self {
             stream,
             commands: cmd_rx,
+            commands_waker: Registered::default(),
             output,
             pending: VecDeque::new(),
             capacity: options.event_capacity.max(1),
@@ -170,6 +176,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             awaited: AwaitedAnswers::new(),
             timer: None,
             armed: None,
+            timer_waker: Registered::default(),
         };
         (handle, driver)
     }
@@ -257,6 +264,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                     None => self.timer = Some(Box::pin(tokio::time::sleep_until(deadline.into()))),
                 }
                 self.armed = Some(deadline);
+                self.timer_waker.clear();
             }
         }
         if !self.options.busy_poll.is_zero() {
@@ -288,8 +296,20 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         let mut polled = false;
         if !self.handles_gone {
             polled = true;
-            if let Poll::Ready(cmd) = self.commands.poll_recv(cx) {
-                return Poll::Ready(Wake::Command(cmd));
+            // A send or the last handle's drop wakes the waker the channel holds; until
+            // then an empty, open channel holding it has nothing to say.
+            let quiet = self.commands_waker.holds(cx)
+                && self.commands.is_empty()
+                && !self.commands.is_closed();
+            if !quiet {
+                let had_budget = tokio::task::coop::has_budget_remaining();
+                match self.commands.poll_recv(cx) {
+                    Poll::Ready(cmd) => {
+                        self.commands_waker.clear();
+                        return Poll::Ready(Wake::Command(cmd));
+                    }
+                    Poll::Pending => self.commands_waker.pending(cx, had_budget),
+                }
             }
         }
         // Only a channel can be full (a handler takes everything at once).
@@ -341,8 +361,14 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         }
         if let Some(timer) = self.timer.as_mut().filter(|_| self.armed.is_some()) {
             polled = true;
-            if timer.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Wake::Deadline);
+            // Firing wakes the waker the timer holds; until then it has nothing to say.
+            if timer.is_elapsed() || !self.timer_waker.holds(cx) {
+                let had_budget = tokio::task::coop::has_budget_remaining();
+                if timer.as_mut().poll(cx).is_ready() {
+                    self.timer_waker.clear();
+                    return Poll::Ready(Wake::Deadline);
+                }
+                self.timer_waker.pending(cx, had_budget);
             }
         }
         if polled {

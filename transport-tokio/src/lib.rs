@@ -24,6 +24,7 @@
 mod driver;
 mod handle;
 mod io;
+mod registered;
 
 pub use handle::{CommandError, Events, Response, StreamHandle, TokioOptions};
 
