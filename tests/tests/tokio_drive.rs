@@ -84,6 +84,43 @@ impl DataHandler for Watch {
     }
 }
 
+/// A watch that signals the opening, and where it keeps how the stream ended.
+fn watch_opening() -> (
+    Watch,
+    tokio::sync::oneshot::Receiver<()>,
+    Arc<std::sync::Mutex<Option<StreamEvent>>>,
+) {
+    let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
+    let ended = Arc::new(std::sync::Mutex::new(None));
+    let watch = Watch {
+        opened: Some(opened_tx),
+        data: Arc::default(),
+        ended: Arc::clone(&ended),
+    };
+    (watch, opened_rx, ended)
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn assert_closed_by_us(ended: &std::sync::Mutex<Option<StreamEvent>>) {
+    let ended = ended.lock().expect("lock");
+    assert!(
+        matches!(
+            *ended,
+            Some(StreamEvent::Closed {
+                by: feedwire_core::CloseInitiator::Local,
+                ..
+            })
+        ),
+        "ended with {ended:?}"
+    );
+}
+
 /// Every handle dropped on an open stream stops it; the close handshake then goes unanswered
 /// and the future waits out the close timeout — asleep: a few polls (the command, the
 /// timer), not one per scheduler turn. (It used to wait on the closed command channel, which
@@ -93,17 +130,8 @@ fn with_every_handle_gone_the_close_is_awaited_asleep() {
     let (addr, _, server) = mute_server();
     let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
     config.timeouts.close = CLOSE_TIMEOUT;
-    let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
-    let ended = Arc::new(std::sync::Mutex::new(None));
-    let watch = Watch {
-        opened: Some(opened_tx),
-        data: Arc::default(),
-        ended: Arc::clone(&ended),
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (watch, opened_rx, ended) = watch_opening();
+    let rt = current_thread();
     let dropped = AtomicBool::new(false);
     let polls_after_drop = AtomicU64::new(0);
     let took = rt.block_on(async {
@@ -205,17 +233,8 @@ fn stop_under_a_new_waker(idle: Option<Duration>, spend_budget: bool) {
     config.timeouts.close = CLOSE_TIMEOUT;
     config.timeouts.first_data = None;
     config.timeouts.idle = idle;
-    let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
-    let ended = Arc::new(std::sync::Mutex::new(None));
-    let watch = Watch {
-        opened: Some(opened_tx),
-        data: Arc::default(),
-        ended: Arc::clone(&ended),
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (watch, opened_rx, ended) = watch_opening();
+    let rt = current_thread();
     let switch = AtomicBool::new(false);
     rt.block_on(async {
         let (handle, drive) = drive_lending(config, TokioOptions::default(), watch).expect("ok");
@@ -272,17 +291,7 @@ fn stop_under_a_new_waker(idle: Option<Duration>, spend_budget: bool) {
     });
     drop(rt);
     server.join().expect("server");
-    assert!(
-        matches!(
-            *ended.lock().expect("lock"),
-            Some(StreamEvent::Closed {
-                by: feedwire_core::CloseInitiator::Local,
-                ..
-            })
-        ),
-        "ended with {:?}",
-        ended.lock().expect("lock")
-    );
+    assert_closed_by_us(&ended);
     assert_eq!(
         heard.opcodes.lock().expect("lock").last(),
         Some(&0x8),
@@ -334,10 +343,7 @@ fn read_all_then_stop(options: TokioOptions) {
         data: Arc::clone(&data),
         ended: Arc::clone(&ended),
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = current_thread();
     let (handle, drive) = drive_lending(StreamConfig::binance_stream(&srv.url()), options, watch)
         .expect("valid config");
     let seen = Arc::clone(&data);
@@ -354,15 +360,5 @@ fn read_all_then_stop(options: TokioOptions) {
     });
     rt.block_on(stopper).expect("stopper");
     assert_eq!(data.load(Ordering::Relaxed), COUNT);
-    assert!(
-        matches!(
-            *ended.lock().expect("lock"),
-            Some(StreamEvent::Closed {
-                by: feedwire_core::CloseInitiator::Local,
-                ..
-            })
-        ),
-        "ended with {:?}",
-        ended.lock().expect("lock")
-    );
+    assert_closed_by_us(&ended);
 }
