@@ -327,8 +327,9 @@ struct JsonRow<'a> {
 
 /// A JSON array, one object per scenario × client (`scenario`, `client`, `msgs_per_s`,
 /// `cpu_us_per_msg`, `spread` = min/max over rounds; `rounds_ahead` and
-/// `paired_vs_best_peer` for the rows that are not peers; `instructions_per_msg` when counted, and on `small_aggtrade` rows
-/// `paced_instructions_per_msg`, the count at a read per message). Latency runs appear as scenario
+/// `paired_vs_best_peer` for the rows that are not peers; `instructions_per_msg` when
+/// counted, and on `small_aggtrade` rows `paced_instructions_per_msg`, the count at a read
+/// per message). Latency runs appear as scenario
 /// `small_aggtrade@<rate>/s` with `p50_us`, `p99_us`, `p999_us`; `huge_ticker_arr` rows
 /// carry `peak_rss_bytes` from the memory runs.
 pub fn json(results: &Results) -> String {

@@ -101,11 +101,8 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         user: &mut dyn FnMut(&mio::event::Event),
     ) -> io::Result<bool> {
         {
-            let timeout = match (self.poll_timeout(), max_wait) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            self.wait(events, timeout)?;
+            let timeout = self.poll_timeout();
+            self.wait(events, max_wait.map_or(timeout, |m| m.min(timeout)))?;
             for event in events.iter() {
                 if event.token() == WAKER {
                     continue;
@@ -140,15 +137,15 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         }
     }
 
-    /// Waits for readiness for at most `timeout` (`None`: without a limit). With
+    /// Waits for readiness for at most `timeout`. With
     /// [`MioOptions::busy_poll`], the first part of the wait polls without sleeping: the
     /// data is taken the moment it is readable, not after the thread's wake-up.
-    fn wait(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
+    fn wait(&mut self, events: &mut Events, timeout: Duration) -> io::Result<()> {
         let spin = self.options.busy_poll;
-        if spin.is_zero() || timeout == Some(Duration::ZERO) {
-            return poll(&mut self.poll, events, timeout);
+        if spin.is_zero() || timeout.is_zero() {
+            return poll(&mut self.poll, events, Some(timeout));
         }
-        let spin = timeout.map_or(spin, |t| t.min(spin));
+        let spin = timeout.min(spin);
         let start = Instant::now();
         loop {
             poll(&mut self.poll, events, Some(Duration::ZERO))?;
@@ -157,8 +154,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             }
             let spun = start.elapsed();
             if spun >= spin {
-                let rest = timeout.map(|t| t.saturating_sub(spun));
-                return poll(&mut self.poll, events, rest);
+                return poll(&mut self.poll, events, Some(timeout.saturating_sub(spun)));
             }
         }
     }
@@ -197,8 +193,9 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
     }
 
     /// Zero while a stream still has unread input; 1 ms while a channel is full (a consumer
-    /// draining it does not wake us); else until the earliest deadline.
-    fn poll_timeout(&mut self) -> Option<Duration> {
+    /// draining it does not wake us); else until the earliest deadline (the idle sweep's at
+    /// the latest, so there always is one).
+    fn poll_timeout(&mut self) -> Duration {
         let mut more_input = false;
         let mut undelivered = false;
         for id in &self.ready {
@@ -208,7 +205,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             }
         }
         if more_input {
-            return Some(Duration::ZERO);
+            return Duration::ZERO;
         }
         // The earliest instant first: one subtraction, not one per source.
         let earliest = self
@@ -216,11 +213,11 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             .next()
             .map_or(self.next_sweep, |t| t.min(self.next_sweep));
         let wait = earliest.saturating_duration_since(Instant::now());
-        Some(if undelivered {
+        if undelivered {
             wait.min(Duration::from_millis(1))
         } else {
             wait
-        })
+        }
     }
 
     /// Once a second: streams quiet for [`IDLE_RELEASE`] release their read buffers, so an
