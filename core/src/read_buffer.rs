@@ -57,6 +57,9 @@ pub(crate) struct ReadBuffer {
     /// Blocks left behind, oldest first, kept for reuse once their messages are dropped
     /// (at most [`RETIRED_BLOCKS`]).
     retired: Vec<BytesMut>,
+    /// The capacities of `retired`, summed (bytes): kept rather than summed when asked, as
+    /// the stream's statistics ask after every read.
+    retained: usize,
     /// Total bytes of the frame that starts at offset 0, when its header has been parsed and
     /// it is still incomplete (exact); or the size to grow to for a message of unknown length
     /// (not exact); 0 when nothing is pending.
@@ -81,6 +84,7 @@ impl ReadBuffer {
             read_size: INITIAL_READ_SIZE.min(max_read_size),
             offered: 0,
             retired: Vec::new(),
+            retained: 0,
             frame_hint: 0,
             hint_is_exact: true,
             uncut: true,
@@ -290,6 +294,7 @@ impl ReadBuffer {
         self.buf = BytesMut::new();
         self.uncut = true;
         self.retired = Vec::new();
+        self.retained = 0;
         held
     }
 
@@ -300,7 +305,11 @@ impl ReadBuffer {
 
     /// Bytes held for reuse in retired blocks (at most two blocks).
     pub(crate) fn retained(&self) -> usize {
-        self.retired.iter().map(BytesMut::capacity).sum()
+        debug_assert_eq!(
+            self.retained,
+            self.retired.iter().map(BytesMut::capacity).sum::<usize>()
+        );
+        self.retained
     }
 
     /// Reuses the current block when every message cut from it has been dropped (the usual
@@ -372,6 +381,8 @@ impl ReadBuffer {
             }
             self.retired.push(old);
         }
+        // Reclaiming changes a retired block's capacity, so sum them afresh.
+        self.retained = self.retired.iter().map(BytesMut::capacity).sum();
     }
 }
 

@@ -357,10 +357,10 @@ impl Stream {
 
     fn publish(&mut self, now: Instant) {
         let code = self.state_code();
-        self.stats.current.read_buffer_bytes = self
+        let read_buffer_bytes = self
             .conn
             .as_ref()
             .map_or(0, |c| c.read_buffer_capacity() as u64);
-        self.stats.publish(now, code);
+        self.stats.publish(now, code, read_buffer_bytes);
     }
 }

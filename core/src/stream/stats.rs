@@ -5,6 +5,9 @@
 //! Why a published snapshot rather than per-field atomics: several fields must agree (a
 //! reader computing bytes per message must not see `bytes` from one message and `messages`
 //! from the next), and one publish per read batch costs less than atomic updates per message.
+//! A publish stores only what changed since the last: after a read, the received counts and
+//! the receive time; the sent counts, responses, subscriptions, state, buffer size and rates
+//! (recomputed once a second) only when they moved — a paced stream publishes once a message.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -44,6 +47,19 @@ pub struct StatsSnapshot {
 }
 
 const FIELDS: usize = 12;
+/// Where each field of a [`StatsSnapshot`] lies in `Shared::fields`.
+const MESSAGES_RECEIVED: usize = 0;
+const BYTES_RECEIVED: usize = 1;
+const MESSAGES_SENT: usize = 2;
+const BYTES_SENT: usize = 3;
+const RESPONSES: usize = 4;
+const RECONNECTS: usize = 5;
+const SUBSCRIPTIONS: usize = 6;
+const MESSAGES_PER_SEC: usize = 7;
+const BYTES_PER_SEC: usize = 8;
+const LAST_RECEIVE: usize = 9;
+const STATE: usize = 10;
+const READ_BUFFER_BYTES: usize = 11;
 
 #[derive(Debug)]
 struct Shared {
@@ -73,47 +89,83 @@ impl StatsHandle {
             fence(Ordering::Acquire);
             if s.seq.load(Ordering::Relaxed) == before {
                 return StatsSnapshot {
-                    messages_received: v[0],
-                    bytes_received: v[1],
-                    messages_sent: v[2],
-                    bytes_sent: v[3],
-                    responses: v[4],
-                    reconnects: v[5],
-                    subscriptions: v[6],
-                    messages_per_sec: f64::from_bits(v[7]),
-                    bytes_per_sec: f64::from_bits(v[8]),
-                    last_receive: v[9]
+                    messages_received: v[MESSAGES_RECEIVED],
+                    bytes_received: v[BYTES_RECEIVED],
+                    messages_sent: v[MESSAGES_SENT],
+                    bytes_sent: v[BYTES_SENT],
+                    responses: v[RESPONSES],
+                    reconnects: v[RECONNECTS],
+                    subscriptions: v[SUBSCRIPTIONS],
+                    messages_per_sec: f64::from_bits(v[MESSAGES_PER_SEC]),
+                    bytes_per_sec: f64::from_bits(v[BYTES_PER_SEC]),
+                    last_receive: v[LAST_RECEIVE]
                         .checked_sub(1)
                         .map(|n| s.base + Duration::from_nanos(n)),
-                    state: v[10] as u8,
-                    read_buffer_bytes: v[11],
+                    state: v[STATE] as u8,
+                    read_buffer_bytes: v[READ_BUFFER_BYTES],
                 };
             }
         }
     }
 }
 
+/// The fields that change seldom (not with every read): stored into the shared snapshot only
+/// by a publish that follows a change.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Cold {
+    messages_sent: u64,
+    bytes_sent: u64,
+    responses: u64,
+    reconnects: u64,
+    subscriptions: u64,
+    messages_per_sec: f64,
+    bytes_per_sec: f64,
+    state: u8,
+    read_buffer_bytes: u64,
+}
+
 /// The owner's counters.
+///
+/// A publish after a read stores three fields (messages, bytes, last receive) and the
+/// sequence number twice; the others only after they changed (`cold_changed`). Every
+/// mutation of a cold field therefore goes through a method here that sets that flag.
 #[derive(Debug)]
 pub(crate) struct Stats {
-    pub(crate) current: StatsSnapshot,
-    /// Per-second buckets: (second since base, messages, bytes).
-    buckets: [(u64, u64, u64); RATE_WINDOW_SECS as usize + 1],
-    /// Received counts already folded into the buckets.
-    folded: (u64, u64),
-    /// The second the published rates were computed in: they cover complete seconds only,
-    /// so they change when a second ends, not with every read.
-    rated_in: u64,
+    messages_received: u64,
+    bytes_received: u64,
+    last_receive: Option<Instant>,
+    /// `last_receive` changed since the last publish.
+    last_receive_changed: bool,
+    cold: Cold,
+    /// A cold field changed since the last publish.
+    cold_changed: bool,
+    /// Received counts as of the last publish: the messages of one wake-up count in the
+    /// second it published them in.
+    published: (u64, u64),
+    /// The second (since `Shared::base`) of the last publish; `u64::MAX` before the first.
+    second: u64,
+    /// For each of the last seconds that saw a publish, newest at `boundaries[newest]`:
+    /// (that second, messages and bytes published before it). Six entries: every second
+    /// of a rate window and the one it ends in (a second has at most one).
+    boundaries: [(u64, u64, u64); RATE_WINDOW_SECS as usize + 1],
+    newest: usize,
     shared: Arc<Shared>,
 }
 
 impl Stats {
     pub(crate) fn new(base: Instant) -> Self {
         Self {
-            current: StatsSnapshot::default(),
-            buckets: [(u64::MAX, 0, 0); RATE_WINDOW_SECS as usize + 1],
-            folded: (0, 0),
-            rated_in: u64::MAX,
+            messages_received: 0,
+            bytes_received: 0,
+            last_receive: None,
+            last_receive_changed: false,
+            // The first publish stores every field.
+            cold: Cold::default(),
+            cold_changed: true,
+            published: (0, 0),
+            second: u64::MAX,
+            boundaries: [(u64::MAX, 0, 0); RATE_WINDOW_SECS as usize + 1],
+            newest: 0,
             shared: Arc::new(Shared {
                 seq: AtomicU64::new(0),
                 fields: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -129,68 +181,120 @@ impl Stats {
     /// Counts a received message: two plain additions.
     #[inline]
     pub(crate) fn received(&mut self, bytes: usize) {
-        self.current.messages_received += 1;
-        self.current.bytes_received += bytes as u64;
+        self.messages_received += 1;
+        self.bytes_received += bytes as u64;
     }
 
+    /// Records a read's time (published with the next publish).
+    #[inline]
+    pub(crate) fn set_last_receive(&mut self, at: Instant) {
+        self.last_receive = Some(at);
+        self.last_receive_changed = true;
+    }
+
+    /// Counts a sent message of `bytes` payload bytes.
     pub(crate) fn sent(&mut self, bytes: usize) {
-        self.current.messages_sent += 1;
-        self.current.bytes_sent += bytes as u64;
+        self.cold.messages_sent += 1;
+        self.cold.bytes_sent += bytes as u64;
+        self.cold_changed = true;
     }
 
-    /// Folds this wake-up's counts into the rate window and publishes a snapshot.
-    pub(crate) fn publish(&mut self, now: Instant, state: u8) {
+    /// Messages sent so far.
+    pub(crate) fn messages_sent(&self) -> u64 {
+        self.cold.messages_sent
+    }
+
+    /// Counts a response (an answer or an unsolicited one).
+    pub(crate) fn response(&mut self) {
+        self.cold.responses += 1;
+        self.cold_changed = true;
+    }
+
+    /// Counts a reconnection started.
+    pub(crate) fn reconnect(&mut self) {
+        self.cold.reconnects += 1;
+        self.cold_changed = true;
+    }
+
+    /// Sets the number of active subscriptions.
+    pub(crate) fn set_subscriptions(&mut self, count: usize) {
+        self.cold.subscriptions = count as u64;
+        self.cold_changed = true;
+    }
+
+    /// Publishes a snapshot with the stream's `state` code and its read buffer's
+    /// allocation (bytes); once a second, first folds the second that ended into the rates.
+    pub(crate) fn publish(&mut self, now: Instant, state: u8, read_buffer_bytes: u64) {
         let since_base = now.saturating_duration_since(self.shared.base);
         let second = since_base.as_secs();
-        let slot = (second % self.buckets.len() as u64) as usize;
-        if self.buckets[slot].0 != second {
-            self.buckets[slot] = (second, 0, 0);
+        if second != self.second {
+            self.start_second(second);
         }
-        self.buckets[slot].1 += self.current.messages_received - self.folded.0;
-        self.buckets[slot].2 += self.current.bytes_received - self.folded.1;
-        self.folded = (self.current.messages_received, self.current.bytes_received);
-        if second != self.rated_in {
-            self.rated_in = second;
-            // Complete seconds only: the current one is still filling.
-            let window = self
-                .buckets
-                .iter()
-                .filter(|b| b.0 < second && second - b.0 <= RATE_WINDOW_SECS);
-            let (msgs, bytes) = window.fold((0, 0), |acc, b| (acc.0 + b.1, acc.1 + b.2));
-            let secs = RATE_WINDOW_SECS.min(second).max(1) as f64;
-            self.current.messages_per_sec = msgs as f64 / secs;
-            self.current.bytes_per_sec = bytes as f64 / secs;
+        self.published = (self.messages_received, self.bytes_received);
+        if state != self.cold.state || read_buffer_bytes != self.cold.read_buffer_bytes {
+            self.cold.state = state;
+            self.cold.read_buffer_bytes = read_buffer_bytes;
+            self.cold_changed = true;
         }
-        self.current.state = state;
-        let c = &self.current;
-        // A read publishes with `now` its receive time: no second subtraction for it.
-        let last = match c.last_receive {
-            None => 0,
-            Some(t) if t == now => since_base.as_nanos() as u64 + 1,
-            Some(t) => t.saturating_duration_since(self.shared.base).as_nanos() as u64 + 1,
-        };
-        let values = [
-            c.messages_received,
-            c.bytes_received,
-            c.messages_sent,
-            c.bytes_sent,
-            c.responses,
-            c.reconnects,
-            c.subscriptions,
-            c.messages_per_sec.to_bits(),
-            c.bytes_per_sec.to_bits(),
-            last,
-            u64::from(c.state),
-            c.read_buffer_bytes,
-        ];
         let s = &self.shared;
         let seq = s.seq.load(Ordering::Relaxed);
         s.seq.store(seq + 1, Ordering::Relaxed);
         fence(Ordering::Release);
-        for (f, v) in s.fields.iter().zip(values) {
-            f.store(v, Ordering::Relaxed);
+        s.fields[MESSAGES_RECEIVED].store(self.messages_received, Ordering::Relaxed);
+        s.fields[BYTES_RECEIVED].store(self.bytes_received, Ordering::Relaxed);
+        if self.last_receive_changed {
+            self.last_receive_changed = false;
+            // A read publishes with `now` its receive time: no second subtraction for it.
+            let last = match self.last_receive {
+                None => 0,
+                Some(t) if t == now => since_base.as_nanos() as u64 + 1,
+                Some(t) => t.saturating_duration_since(s.base).as_nanos() as u64 + 1,
+            };
+            s.fields[LAST_RECEIVE].store(last, Ordering::Relaxed);
+        }
+        if self.cold_changed {
+            self.cold_changed = false;
+            let c = &self.cold;
+            let cold = [
+                (MESSAGES_SENT, c.messages_sent),
+                (BYTES_SENT, c.bytes_sent),
+                (RESPONSES, c.responses),
+                (RECONNECTS, c.reconnects),
+                (SUBSCRIPTIONS, c.subscriptions),
+                (MESSAGES_PER_SEC, c.messages_per_sec.to_bits()),
+                (BYTES_PER_SEC, c.bytes_per_sec.to_bits()),
+                (STATE, u64::from(c.state)),
+                (READ_BUFFER_BYTES, c.read_buffer_bytes),
+            ];
+            for (i, v) in cold {
+                s.fields[i].store(v, Ordering::Relaxed);
+            }
         }
         s.seq.store(seq + 2, Ordering::Release);
+    }
+
+    /// The first publish in `second`: records what was published before it and recomputes
+    /// the rates over the complete seconds before it (at most [`RATE_WINDOW_SECS`]).
+    #[cold]
+    fn start_second(&mut self, second: u64) {
+        self.second = second;
+        self.newest = (self.newest + 1) % self.boundaries.len();
+        self.boundaries[self.newest] = (second, self.published.0, self.published.1);
+        // What was published before the window's first second: the boundary of the first
+        // second at or after it that saw a publish (none between them did). The ring holds
+        // it: every entry from it on lies within the window's seconds and this one.
+        let from = second.saturating_sub(RATE_WINDOW_SECS);
+        let (_, msgs_before, bytes_before) = self
+            .boundaries
+            .iter()
+            .filter(|b| b.0 != u64::MAX && b.0 >= from)
+            .min_by_key(|b| b.0)
+            .copied()
+            .unwrap_or((second, self.published.0, self.published.1));
+        let secs = RATE_WINDOW_SECS.min(second).max(1) as f64;
+        self.cold.messages_per_sec = (self.published.0 - msgs_before) as f64 / secs;
+        self.cold.bytes_per_sec = (self.published.1 - bytes_before) as f64 / secs;
+        self.cold_changed = true;
     }
 }
 
@@ -217,7 +321,7 @@ mod tests {
         for i in 0..200_000u64 {
             stats.received(100);
             stats.sent(7);
-            stats.publish(base + Duration::from_millis(i), 2);
+            stats.publish(base + Duration::from_millis(i), 2, 0);
         }
         let seen = reader.join().expect("reader thread");
         assert!(seen <= 200_000);
@@ -231,15 +335,15 @@ mod tests {
         let rate = |stats: &Stats| stats.handle().snapshot().messages_per_sec;
         for ms in 0..1000u64 {
             stats.received(10);
-            stats.publish(base + Duration::from_millis(ms), 2);
+            stats.publish(base + Duration::from_millis(ms), 2, 0);
             assert_eq!(rate(&stats), 0.0, "second 0 is still filling at {ms} ms");
         }
         for ms in 1000..1500u64 {
             stats.received(10);
-            stats.publish(base + Duration::from_millis(ms), 2);
+            stats.publish(base + Duration::from_millis(ms), 2, 0);
             assert_eq!(rate(&stats), 1000.0, "second 0's messages over one second");
         }
-        stats.publish(base + Duration::from_millis(2000), 2);
+        stats.publish(base + Duration::from_millis(2000), 2, 0);
         // Seconds 0 and 1 complete: 1,500 messages over two seconds.
         assert_eq!(rate(&stats), 750.0);
         assert_eq!(stats.handle().snapshot().messages_received, 1500);
@@ -253,10 +357,75 @@ mod tests {
             for _ in 0..10 {
                 stats.received(50);
             }
-            stats.publish(base + Duration::from_secs(sec), 2);
+            stats.publish(base + Duration::from_secs(sec), 2, 0);
         }
-        stats.publish(base + Duration::from_secs(3), 2);
+        stats.publish(base + Duration::from_secs(3), 2, 0);
         let s = stats.handle().snapshot();
         assert_eq!((s.messages_per_sec, s.bytes_per_sec), (10.0, 500.0));
+    }
+
+    #[test]
+    fn read_only_publishes_keep_the_cold_fields_and_carry_the_hot_ones() {
+        let base = Instant::now();
+        let mut stats = Stats::new(base);
+        stats.sent(7);
+        stats.response();
+        stats.set_subscriptions(3);
+        stats.publish(base, 2, 4096);
+        for ms in 1..=50u64 {
+            let now = base + Duration::from_millis(ms);
+            stats.received(10);
+            stats.set_last_receive(now);
+            stats.publish(now, 2, 4096);
+        }
+        let s = stats.handle().snapshot();
+        assert_eq!((s.messages_received, s.bytes_received), (50, 500));
+        assert_eq!(s.last_receive, Some(base + Duration::from_millis(50)));
+        assert_eq!(
+            (s.messages_sent, s.bytes_sent, s.responses, s.subscriptions),
+            (1, 7, 1, 3)
+        );
+        assert_eq!((s.state, s.read_buffer_bytes), (2, 4096));
+        // A publish without a read (a timer) keeps the last receive; changes show at once.
+        stats.reconnect();
+        stats.publish(base + Duration::from_millis(60), 4, 0);
+        let s = stats.handle().snapshot();
+        assert_eq!(s.last_receive, Some(base + Duration::from_millis(50)));
+        assert_eq!((s.reconnects, s.state, s.read_buffer_bytes), (1, 4, 0));
+        assert_eq!(s.messages_received, 50);
+    }
+
+    proptest::proptest! {
+        /// The rates equal a model that keeps every second's count for good: messages and
+        /// bytes published in the complete seconds of the window over its length, whatever
+        /// the gaps between publishes (seconds without any, long runs that wrap the ring).
+        #[test]
+        fn rates_match_a_model_that_keeps_every_second(
+            steps in proptest::collection::vec((0u64..2_500, 0u64..5, 1u64..300), 1..200)
+        ) {
+            let base = Instant::now();
+            let mut stats = Stats::new(base);
+            let mut per_second: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+            let mut ms = 0;
+            for (advance, msgs, size) in steps {
+                ms += advance;
+                let second = ms / 1000;
+                for _ in 0..msgs {
+                    stats.received(size as usize);
+                }
+                let e = per_second.entry(second).or_default();
+                e.0 += msgs;
+                e.1 += msgs * size;
+                stats.publish(base + Duration::from_millis(ms), 2, 0);
+                let from = second.saturating_sub(RATE_WINDOW_SECS);
+                let (m, b) = per_second
+                    .range(from..second)
+                    .fold((0, 0), |acc, (_, c)| (acc.0 + c.0, acc.1 + c.1));
+                let secs = RATE_WINDOW_SECS.min(second).max(1) as f64;
+                let snap = stats.handle().snapshot();
+                proptest::prop_assert_eq!(snap.messages_per_sec, m as f64 / secs);
+                proptest::prop_assert_eq!(snap.bytes_per_sec, b as f64 / secs);
+            }
+        }
     }
 }

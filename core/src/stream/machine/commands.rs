@@ -74,7 +74,7 @@ impl Stream {
             return Ok(());
         }
         self.streams.extend(new.iter().cloned());
-        self.stats.current.subscriptions = self.streams.len() as u64;
+        self.stats.set_subscriptions(self.streams.len());
         if matches!(self.state, StreamState::Open) {
             self.arm_first_data(now);
             for chunk in new.chunks(STREAMS_PER_REQUEST) {
@@ -96,7 +96,7 @@ impl Stream {
         for s in &gone {
             self.streams.remove(s);
         }
-        self.stats.current.subscriptions = self.streams.len() as u64;
+        self.stats.set_subscriptions(self.streams.len());
         if matches!(self.state, StreamState::Open) {
             for chunk in gone.chunks(STREAMS_PER_REQUEST) {
                 let template = profile::binance_method("UNSUBSCRIBE", chunk);
@@ -241,7 +241,7 @@ impl Stream {
         self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
         self.clocks[feed as usize] = Clocks::default();
         self.betfair_subs[feed as usize] = Some(sub);
-        self.stats.current.subscriptions = self.betfair_subscriptions() as u64;
+        self.stats.set_subscriptions(self.betfair_subscriptions());
         if matches!(self.state, StreamState::Open) {
             self.arm_first_data(now);
             self.send_betfair_subscription(feed, now)?;

@@ -62,7 +62,7 @@ impl Stream {
                 is_error,
                 ..
             } => {
-                self.stats.current.responses += 1;
+                self.stats.response();
                 self.on_answer(id, tag, payload, is_error, now);
             }
             Routed::Unsolicited {
@@ -70,7 +70,7 @@ impl Stream {
                 id,
                 is_error,
             } => {
-                self.stats.current.responses += 1;
+                self.stats.response();
                 let betfair_greeting = matches!(self.config.profile, Profile::Betfair(_))
                     && matches!(self.state, StreamState::Handshaking)
                     && id.is_none();
@@ -113,15 +113,15 @@ impl Stream {
             for s in refused {
                 self.streams.remove(s);
             }
-            self.stats.current.subscriptions = self.streams.len() as u64;
+            self.stats.set_subscriptions(self.streams.len());
         }
         let event = match (kind, is_error) {
             (RequestKind::Authentication, false) => {
                 self.events.push_back(StreamEvent::Authenticated);
-                let before = self.stats.current.messages_sent;
+                let before = self.stats.messages_sent();
                 let _ = self.send_betfair_subscription(Feed::Markets, now);
                 let _ = self.send_betfair_subscription(Feed::Orders, now);
-                let count = (self.stats.current.messages_sent - before) as usize;
+                let count = (self.stats.messages_sent() - before) as usize;
                 if self.session_is_reconnect && count > 0 {
                     self.events.push_back(StreamEvent::Resubscribed { count });
                 }

@@ -175,7 +175,7 @@ impl Stream {
 
     /// What every read does after the engine took the bytes: timers, then the events.
     pub(super) fn after_read(&mut self, now: Instant) {
-        self.stats.current.last_receive = Some(now);
+        self.stats.set_last_receive(now);
         self.probing = false;
         if let Some(idle) = self.config.timeouts.idle {
             if matches!(self.state, StreamState::Open) {

@@ -233,7 +233,7 @@ impl Stream {
             let random = u32::from_ne_bytes(self.rng.mask_key());
             reconnect_delay(&self.config.reconnect, retry, random)
         };
-        self.stats.current.reconnects += 1;
+        self.stats.reconnect();
         tracing::info!(host = %self.endpoint.host, %reason, attempt = self.attempt, ?delay, "stream reconnecting");
         self.events.push_back(StreamEvent::Reconnecting {
             attempt: self.attempt,
