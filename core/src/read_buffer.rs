@@ -96,6 +96,7 @@ impl ReadBuffer {
     }
 
     /// Writable space for the next read: at most `max_read_size` bytes, never empty.
+    #[inline]
     pub(crate) fn read_buf(&mut self) -> &mut [u8] {
         // Between messages of a stream that keeps up (a paced stream, every read): nothing
         // buffered, nothing pending, the block already initialised for a full read and of
@@ -110,6 +111,13 @@ impl ReadBuffer {
             self.offered = read_size;
             return &mut self.buf[..read_size];
         }
+        self.prepare_read()
+    }
+
+    /// [`read_buf`](Self::read_buf) when the block must change first or the read is not a
+    /// plain full one: kept out of line so that the common case is a few inlined checks.
+    #[inline(never)]
+    fn prepare_read(&mut self) -> &mut [u8] {
         // Lent bytes in front of a small partial frame: the partial moves to the front now
         // (a copy of at most `SMALL_PARTIAL` bytes), so reads keep landing in the block's
         // first `read size` bytes, still in cache from the last lap, instead of walking the

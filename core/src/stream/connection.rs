@@ -150,6 +150,15 @@ impl Connection {
         }
     }
 
+    /// Whether [`next_event`](Self::next_event) may return one (it skips the WebSocket
+    /// events the stream does not take, so it can still return `None`).
+    pub(crate) fn has_events(&self) -> bool {
+        match self {
+            Self::Ws(c) => c.has_events(),
+            Self::Lines(c) => c.has_events(),
+        }
+    }
+
     pub(crate) fn next_event(&mut self) -> Option<ConnEvent> {
         match self {
             Self::Ws(c) => loop {

@@ -348,6 +348,12 @@ impl WebSocketClient {
         self.tx.pop()
     }
 
+    /// Whether [`poll_event`](Self::poll_event) has an event to return.
+    #[must_use]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The next event.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
