@@ -196,6 +196,7 @@ impl ReadBuffer {
     }
 
     /// Records that the transport wrote `n` bytes at the start of the last `read_buf`.
+    #[inline]
     pub(crate) fn commit(&mut self, n: usize) {
         assert!(
             self.start + self.filled + n <= self.buf.len(),

@@ -167,6 +167,49 @@ fn idle_stream_is_probed_then_declared_dead() {
 }
 
 #[test]
+fn the_idle_probe_counts_from_the_last_read_not_from_the_open() {
+    let mut h = subscribed_stream();
+    h.feed_text(r#"{"e":"x"}"#);
+    h.advance(Duration::from_secs(20));
+    h.feed_text(r#"{"e":"y"}"#);
+    let last_read = h.now;
+    h.sent.clear();
+    // The timer armed at the open fires at 30 s, finds the read at 20 s and waits on.
+    h.advance(Duration::from_millis(29_999));
+    assert!(
+        h.sent_frames().is_empty(),
+        "no probe within 30 s of the last read"
+    );
+    assert_eq!(
+        h.s.poll_timeout(),
+        Some(last_read + Duration::from_secs(30)),
+        "re-armed from the last read"
+    );
+    h.advance(Duration::from_millis(1));
+    assert_eq!(h.sent_frames(), vec![(0x9, b"feedwire".to_vec())]);
+    assert_eq!(h.state(), StreamState::Open);
+}
+
+#[test]
+fn a_stream_read_more_often_than_its_idle_timeout_is_never_probed() {
+    let mut h = subscribed_stream();
+    h.feed_text(r#"{"e":"x"}"#);
+    h.sent.clear();
+    for _ in 0..100 {
+        h.advance(Duration::from_secs(7));
+        h.feed_text(r#"{"e":"x"}"#);
+    }
+    assert!(
+        h.sent_frames().is_empty(),
+        "no probe in 700 s of reads 7 s apart"
+    );
+    assert!(h
+        .take_events()
+        .iter()
+        .all(|e| !matches!(e, StreamEvent::Reconnecting { .. })));
+}
+
+#[test]
 fn an_answered_probe_keeps_the_stream() {
     let mut h = subscribed_stream();
     h.feed_text(r#"{"e":"x"}"#);

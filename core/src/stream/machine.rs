@@ -143,6 +143,9 @@ pub struct Stream {
     session_is_reconnect: bool,
     /// A probe is out and unanswered.
     probing: bool,
+    /// The last read on the current connection (or its opening): the idle timer measures
+    /// silence from here.
+    last_input: Instant,
     /// Data arrived on the current connection.
     got_data: bool,
     /// Why the current connection is being closed on purpose (planned reconnect).
@@ -193,6 +196,7 @@ impl Stream {
             ever_opened: false,
             session_is_reconnect: false,
             probing: false,
+            last_input: now,
             got_data: false,
             planned: None,
             stop_requested: false,
@@ -309,6 +313,9 @@ impl Stream {
     }
 
     /// The earliest deadline at which [`handle_timeout`](Self::handle_timeout) must run.
+    /// It can come before anything is due: while reads arrive, the idle timer stays armed
+    /// from an earlier moment and, when that comes, re-arms from the last read (moving it on
+    /// every read would cost every read) — one such wake-up per idle timeout at most.
     #[must_use]
     pub fn poll_timeout(&mut self) -> Option<Instant> {
         let conn = self.conn.as_ref().and_then(Connection::poll_timeout);

@@ -10,7 +10,6 @@ use crate::offer::{Lent, Owned, TakeNothing};
 use crate::stream::config::Profile;
 use crate::stream::connection::Connection;
 use crate::stream::event::{DataHandler, DataRef, EndReason, StreamEvent, StreamState};
-use crate::stream::timers::Timer;
 
 impl Stream {
     /// Space for the next read from the connection; empty when there is none (the stream
@@ -177,11 +176,9 @@ impl Stream {
     pub(super) fn after_read(&mut self, now: Instant) {
         self.stats.set_last_receive(now);
         self.probing = false;
-        if let Some(idle) = self.config.timeouts.idle {
-            if matches!(self.state, StreamState::Open) {
-                self.timers.set(Timer::Idle, now + idle);
-            }
-        }
+        // The idle timer is not moved here (an addition and a new earliest deadline a read):
+        // when it fires, it finds this read and re-arms from it (`on_timer`).
+        self.last_input = now;
         self.drain_connection(now);
         self.publish(now);
     }
@@ -212,8 +209,7 @@ impl Stream {
                 kind: t.tag,
             });
         }
-        let due: Vec<Timer> = self.timers.take_expired(now).collect();
-        for timer in due {
+        for timer in self.timers.take_expired(now) {
             self.on_timer(timer, now);
         }
         self.publish(now);

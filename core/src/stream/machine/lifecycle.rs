@@ -33,6 +33,7 @@ impl Stream {
         self.probing = false;
         let t = &self.config.timeouts;
         self.timers.stop(Timer::Connect);
+        self.last_input = now;
         if let Some(idle) = t.idle {
             self.timers.set(Timer::Idle, now + idle);
         }
@@ -105,14 +106,21 @@ impl Stream {
                 if !matches!(self.state, StreamState::Open) {
                     return;
                 }
+                let Some(idle) = self.config.timeouts.idle else {
+                    return;
+                };
+                // Armed from an earlier moment: bytes came since, so the silence began with
+                // the last read.
+                let silent_until = self.last_input + idle;
+                if silent_until > now {
+                    return self.timers.set(Timer::Idle, silent_until);
+                }
                 if self.probing {
                     return self.end_connection(EndReason::IdleTimeout, now);
                 }
                 self.probe(now);
                 self.probing = true;
-                if let Some(idle) = self.config.timeouts.idle {
-                    self.timers.set(Timer::Idle, now + idle);
-                }
+                self.timers.set(Timer::Idle, now + idle);
             }
             Timer::Keepalive => {
                 if matches!(self.state, StreamState::Open) {
