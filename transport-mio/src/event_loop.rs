@@ -28,6 +28,8 @@ const IDLE_RELEASE: Duration = Duration::from_secs(1);
 
 pub(crate) struct EventLoop<H> {
     poll: Poll,
+    /// INVARIANT: every sender wakes the loop's `Waker` after each send (`LoopHandle::send`,
+    /// the resolver's report): `turn` reads the channel only after a wake.
     commands: Receiver<Command<H>>,
     resolver: Resolver<H>,
     streams: Slab<Entry<H>>,
@@ -103,8 +105,11 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         {
             let timeout = self.poll_timeout();
             self.wait(events, max_wait.map_or(timeout, |m| m.min(timeout)))?;
+            // Every command is sent with a wake: the channel is looked at only after one.
+            let mut woken = false;
             for event in events.iter() {
                 if event.token() == WAKER {
+                    woken = true;
                     continue;
                 }
                 if event.token().0 & USER_TOKEN_BIT != 0 {
@@ -127,9 +132,11 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                     }
                 }
             }
-            while let Ok(cmd) = self.commands.try_recv() {
-                if !self.command(cmd) {
-                    return Ok(false);
+            if woken {
+                while let Ok(cmd) = self.commands.try_recv() {
+                    if !self.command(cmd) {
+                        return Ok(false);
+                    }
                 }
             }
             self.service_ready();
