@@ -52,7 +52,8 @@ impl<'a> Feed<'a> {
 
 /// User-space instructions per message of `client`, from a run of `few` messages and one of
 /// `all` messages, each from a firehose (or paced) server that sends that many; the median
-/// of `repeats` such pairs. One pair suffices for a client whose work per message hardly
+/// of `repeats` such pairs (pairs in which the larger run counted no more are left out,
+/// and if they are half or more, the count fails). One pair suffices for a client whose work per message hardly
 /// depends on where reads cut frames (feedwire's counts repeat to within a few instructions);
 /// one that moves its buffer's contents about as reads split frames (fastwebsockets: 1,100
 /// to 11,700 per 9 KB message) needs the median.
@@ -72,10 +73,25 @@ pub(crate) fn per_message(
         ));
     }
     let mut counts = Vec::new();
-    for _ in 0..repeats.max(1) {
+    let mut inverted = 0;
+    let pairs = repeats.max(1);
+    for _ in 0..pairs {
         let base = total(client, few)?;
         let whole = total(client, all)?;
-        counts.push(whole.saturating_sub(base) as f64 / (all.count - few.count) as f64);
+        // More messages counting no more instructions: what varies from run to run (a
+        // client's start-up, its waits) outweighed the messages — no count to report.
+        if whole > base {
+            counts.push((whole - base) as f64 / (all.count - few.count) as f64);
+        } else {
+            inverted += 1;
+        }
+    }
+    if counts.len() <= inverted {
+        return Err(format!(
+            "in {inverted} of {pairs} pairs the run of {} messages counted no more \
+             instructions than the run of {}",
+            all.count, few.count
+        ));
     }
     counts.sort_by(f64::total_cmp);
     Ok(counts[counts.len() / 2])
