@@ -111,7 +111,7 @@ impl StatsHandle {
 
 /// The fields that change seldom (not with every read): stored into the shared snapshot only
 /// by a publish that follows a change.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Default)]
 struct Cold {
     messages_sent: u64,
     bytes_sent: u64,
@@ -282,15 +282,19 @@ impl Stats {
         self.boundaries[self.newest] = (second, self.published.0, self.published.1);
         // What was published before the window's first second: the boundary of the first
         // second at or after it that saw a publish (none between them did). The ring holds
-        // it: every entry from it on lies within the window's seconds and this one.
+        // it: every entry from it on lies within the window's seconds and this one, which
+        // is the search's start (unused entries, second `u64::MAX`, are never earlier).
         let from = second.saturating_sub(RATE_WINDOW_SECS);
-        let (_, msgs_before, bytes_before) = self
-            .boundaries
-            .iter()
-            .filter(|b| b.0 != u64::MAX && b.0 >= from)
-            .min_by_key(|b| b.0)
-            .copied()
-            .unwrap_or((second, self.published.0, self.published.1));
+        let (_, msgs_before, bytes_before) = self.boundaries.iter().filter(|b| b.0 >= from).fold(
+            self.boundaries[self.newest],
+            |first, b| {
+                if b.0 < first.0 {
+                    *b
+                } else {
+                    first
+                }
+            },
+        );
         let secs = RATE_WINDOW_SECS.min(second).max(1) as f64;
         self.cold.messages_per_sec = (self.published.0 - msgs_before) as f64 / secs;
         self.cold.bytes_per_sec = (self.published.1 - bytes_before) as f64 / secs;
