@@ -390,13 +390,28 @@ mod tests {
             (1, 7, 1, 3)
         );
         assert_eq!((s.state, s.read_buffer_bytes), (2, 4096));
-        // A publish without a read (a timer) keeps the last receive; changes show at once.
+        // A publish without a read (a timer) keeps the last receive. Each counter's change
+        // shows at once, on its own: state and buffer size stay as they were here, so only
+        // the counter's method can have asked for the cold fields to be stored.
+        let mut at = 60;
+        let mut publish_at = |stats: &mut Stats| {
+            stats.publish(base + Duration::from_millis(at), 2, 4096);
+            at += 1;
+            stats.handle().snapshot()
+        };
         stats.reconnect();
-        stats.publish(base + Duration::from_millis(60), 4, 0);
-        let s = stats.handle().snapshot();
+        let s = publish_at(&mut stats);
         assert_eq!(s.last_receive, Some(base + Duration::from_millis(50)));
-        assert_eq!((s.reconnects, s.state, s.read_buffer_bytes), (1, 4, 0));
-        assert_eq!(s.messages_received, 50);
+        assert_eq!((s.reconnects, s.messages_received), (1, 50));
+        stats.sent(5);
+        assert_eq!(publish_at(&mut stats).bytes_sent, 12);
+        stats.response();
+        assert_eq!(publish_at(&mut stats).responses, 2);
+        stats.set_subscriptions(4);
+        assert_eq!(publish_at(&mut stats).subscriptions, 4);
+        stats.publish(base + Duration::from_millis(70), 4, 0);
+        let s = stats.handle().snapshot();
+        assert_eq!((s.state, s.read_buffer_bytes), (4, 0));
     }
 
     proptest::proptest! {
