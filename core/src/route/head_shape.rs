@@ -137,7 +137,7 @@ impl HeadShapes {
     /// first — a failed check costs as much as a fitting one, and more when the segment walk
     /// follows it — while a shape that only interleaves (a heartbeat among deltas) moves
     /// nothing.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn verdict(&mut self, head: &[u8]) -> Option<&Verdict> {
         if self.slots[0].fits(head) {
             self.other_fitted = false;
