@@ -6,6 +6,32 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+/// What a message offered to a [`Take`] is. A constant at each call site in the engines, so
+/// that a taker inlined there keeps only the arms its engine can reach (the line framer's
+/// copy of the stream's fast path carries the learned-shape check inline; the WebSocket
+/// decoder's, which rarely needs it, calls it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Offered {
+    /// A WebSocket text message.
+    Text,
+    /// A WebSocket binary message.
+    Binary,
+    /// A line (always text).
+    Line,
+}
+
+impl Offered {
+    /// A WebSocket message's kind.
+    #[inline(always)]
+    pub(crate) fn frame(binary: bool) -> Self {
+        if binary {
+            Self::Binary
+        } else {
+            Self::Text
+        }
+    }
+}
+
 /// What the embedding stream does with a complete data message the engine offers it.
 ///
 /// Two ways: owned (the message is a `Bytes` slice of the read buffer, handed back if not
@@ -16,22 +42,22 @@ pub(crate) trait Take {
     /// than cutting owned slices for [`Take::take`].
     const LENDS: bool;
     /// A message still in the read buffer; whether it was taken. Called only when `LENDS`.
-    fn lend(&mut self, _payload: &[u8], _binary: bool) -> bool {
+    fn lend(&mut self, _payload: &[u8], _kind: Offered) -> bool {
         false
     }
     /// An owned message; handed back if not taken.
-    fn take(&mut self, payload: Bytes, binary: bool) -> Option<Bytes>;
+    fn take(&mut self, payload: Bytes, kind: Offered) -> Option<Bytes>;
 }
 
 /// Takes owned messages with `F`, which hands back what it does not take.
 pub(crate) struct Owned<F>(pub F);
 
-impl<F: FnMut(Bytes, bool) -> Option<Bytes>> Take for Owned<F> {
+impl<F: FnMut(Bytes, Offered) -> Option<Bytes>> Take for Owned<F> {
     const LENDS: bool = false;
 
     #[inline(always)]
-    fn take(&mut self, payload: Bytes, binary: bool) -> Option<Bytes> {
-        (self.0)(payload, binary)
+    fn take(&mut self, payload: Bytes, kind: Offered) -> Option<Bytes> {
+        (self.0)(payload, kind)
     }
 }
 
@@ -41,7 +67,7 @@ pub(crate) struct TakeNothing;
 impl Take for TakeNothing {
     const LENDS: bool = false;
 
-    fn take(&mut self, payload: Bytes, _: bool) -> Option<Bytes> {
+    fn take(&mut self, payload: Bytes, _: Offered) -> Option<Bytes> {
         Some(payload)
     }
 }
@@ -50,16 +76,16 @@ impl Take for TakeNothing {
 /// from fragments, or from the general decoder) are lent too.
 pub(crate) struct Lent<F>(pub F);
 
-impl<F: FnMut(&[u8], bool) -> bool> Take for Lent<F> {
+impl<F: FnMut(&[u8], Offered) -> bool> Take for Lent<F> {
     const LENDS: bool = true;
 
     #[inline(always)]
-    fn lend(&mut self, payload: &[u8], binary: bool) -> bool {
-        (self.0)(payload, binary)
+    fn lend(&mut self, payload: &[u8], kind: Offered) -> bool {
+        (self.0)(payload, kind)
     }
 
-    fn take(&mut self, payload: Bytes, binary: bool) -> Option<Bytes> {
-        (!(self.0)(&payload, binary)).then_some(payload)
+    fn take(&mut self, payload: Bytes, kind: Offered) -> Option<Bytes> {
+        (!(self.0)(&payload, kind)).then_some(payload)
     }
 }
 

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::framer::{Delimiter, LineFramer};
 use crate::error::LineError;
-use crate::offer::{offer_in_order, Take, TakeNothing};
+use crate::offer::{offer_in_order, Offered, Take, TakeNothing};
 use crate::read_buffer::ReadBuffer;
 use crate::transmit::TransmitQueue;
 
@@ -115,7 +115,7 @@ impl LineClient {
         if T::LENDS && self.events.is_empty() {
             let lent = self
                 .framer
-                .take_lines(self.rb.filled(), |line| take.lend(line, false));
+                .take_lines(self.rb.filled(), |line| take.lend(line, Offered::Line));
             self.rb.discard(lent);
         }
         let result = self.framer.split(self.rb.filled(), &mut self.ranges);
@@ -132,7 +132,7 @@ impl LineClient {
                 offer_in_order(
                     &mut self.events,
                     line,
-                    |line| take.take(line, false),
+                    |line| take.take(line, Offered::Line),
                     LineEvent::Line,
                 );
             }

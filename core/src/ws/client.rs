@@ -13,7 +13,7 @@ use crate::endpoint::Endpoint;
 use crate::error::{close_code, ConfigError, Error, HandshakeError, SendError};
 use crate::frame::Opcode;
 use crate::handshake::{accept_key, build_request, encode_key, parse_response, ParsedResponse};
-use crate::offer::{offer_in_order, Take, TakeNothing};
+use crate::offer::{offer_in_order, Offered, Take, TakeNothing};
 use crate::read_buffer::ReadBuffer;
 use crate::rng::{MaskRng, Seed};
 use crate::transmit::TransmitQueue;
@@ -610,7 +610,10 @@ impl WebSocketClient {
             return false;
         };
         let filled = self.rb.filled();
-        if take.lend(&filled[payload.clone()], *kind == MessageKind::Binary) {
+        if take.lend(
+            &filled[payload.clone()],
+            Offered::frame(*kind == MessageKind::Binary),
+        ) {
             self.rb.discard(consumed);
         } else {
             // Declined (not data for the stream): queued as the general path would have.
@@ -669,7 +672,7 @@ impl WebSocketClient {
             if kind == MessageKind::Text && !crate::utf8::is_valid(payload) {
                 break;
             }
-            if !take.lend(payload, kind == MessageKind::Binary) {
+            if !take.lend(payload, Offered::frame(kind == MessageKind::Binary)) {
                 declined = Some((kind, header, len));
                 break;
             }
@@ -688,11 +691,11 @@ impl WebSocketClient {
     /// Hands `message` to `take` unless an event is queued ahead of it (order is kept).
     fn offer(&mut self, message: Message, take: &mut impl Take) {
         let Message { kind, payload } = message;
-        let binary = kind == MessageKind::Binary;
+        let offered = Offered::frame(kind == MessageKind::Binary);
         offer_in_order(
             &mut self.events,
             payload,
-            |payload| take.take(payload, binary),
+            |payload| take.take(payload, offered),
             |payload| Event::Message(Message { kind, payload }),
         );
     }

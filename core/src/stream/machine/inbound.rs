@@ -7,6 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::{Feed, Stream};
+use crate::offer::Offered;
 use crate::route::{Classifier, HeadShapes, RequestId, Routed, Verdict};
 use crate::stream::clocks::Clocks;
 use crate::stream::config::Profile;
@@ -179,21 +180,51 @@ impl Stream {
 
 /// The fast path's judgement of a message on a stream that already had data: `Some(heartbeat)`
 /// for plain data (its Betfair clocks recorded), `None` for anything the general path must
-/// route (a response, a shutdown notice).
+/// route (a response, a shutdown notice). `kind` is a constant where an engine offers (see
+/// [`Offered`]): a line is judged by the stream's learned head shapes inline (every Betfair
+/// line takes that road); a WebSocket text message whose first key settles nothing (rare on
+/// Binance) calls it out of line, so the decoder's loop does not carry it.
 #[inline(always)]
 pub(super) fn plain_data(
     classifier: &Classifier,
     shapes: &mut HeadShapes,
     clocks: &mut [Clocks; 2],
     payload: &[u8],
-    binary: bool,
+    kind: Offered,
 ) -> Option<bool> {
-    if binary {
+    if kind == Offered::Binary {
         return Some(false);
     }
     if let Some(flags) = classifier.plain_by_first_key(payload) {
         return (!flags.shutdown).then_some(flags.heartbeat);
     }
+    if kind == Offered::Line {
+        plain_by_shape(classifier, shapes, clocks, payload)
+    } else {
+        plain_text_by_shape(classifier, shapes, clocks, payload)
+    }
+}
+
+/// [`plain_by_shape`] for a WebSocket text message, out of line.
+#[inline(never)]
+fn plain_text_by_shape(
+    classifier: &Classifier,
+    shapes: &mut HeadShapes,
+    clocks: &mut [Clocks; 2],
+    payload: &[u8],
+) -> Option<bool> {
+    plain_by_shape(classifier, shapes, clocks, payload)
+}
+
+/// [`plain_data`] for a message its first key did not settle: by the stream's learned head
+/// shapes.
+#[inline(always)]
+fn plain_by_shape(
+    classifier: &Classifier,
+    shapes: &mut HeadShapes,
+    clocks: &mut [Clocks; 2],
+    payload: &[u8],
+) -> Option<bool> {
     classifier.with_verdict_by_shape(payload, shapes, |verdict| match verdict {
         Verdict::Data {
             heartbeat,

@@ -97,8 +97,8 @@ impl Stream {
             );
             conn.handle_read_offering(
                 n,
-                &mut Owned(|payload: Bytes, binary| {
-                    match plain_data(classifier, shapes, clocks, &payload, binary) {
+                &mut Owned(|payload: Bytes, kind| {
+                    match plain_data(classifier, shapes, clocks, &payload, kind) {
                         Some(heartbeat) => {
                             stats.received(payload.len());
                             events.push_back(StreamEvent::Data { payload, heartbeat });
@@ -140,9 +140,7 @@ impl Stream {
             n,
             &mut Lent(
                 #[inline(always)]
-                |payload: &[u8], binary| match plain_data(
-                    classifier, shapes, clocks, payload, binary,
-                ) {
+                |payload: &[u8], kind| match plain_data(classifier, shapes, clocks, payload, kind) {
                     Some(heartbeat) => {
                         stats.received(payload.len());
                         on_data(DataRef { payload, heartbeat });
