@@ -178,6 +178,8 @@ fn all_ones(flag: bool) -> u8 {
 
 #[cfg(test)]
 mod tests {
+    use std::ops::Range;
+
     use super::{Layout, Window};
 
     fn layout(head: &[u8], end: usize, windows: &[(std::ops::Range<usize>, Window)]) -> Layout {
@@ -209,19 +211,20 @@ mod tests {
         }
     }
 
+    /// A head with a 15-byte string window and a 5-digit number window, and its layout.
+    fn string_and_number() -> (&'static [u8], Range<usize>, Range<usize>, Layout) {
+        let learned = br#"{"a":"xyzxyzxyzxyzxyz","b":12345,"c":1}"#;
+        let (s, n) = (6..21, 27..32);
+        let windows = [(s.clone(), Window::Str), (n.clone(), Window::Digits)];
+        let l = layout(learned, learned.len() - 1, &windows);
+        (learned, s, n, l)
+    }
+
     #[test]
     fn every_byte_position_is_checked_by_some_load() {
         // Any single changed literal byte, and any quote put into the string window, at any
         // offset, is seen: the overlapping last loads leave no byte out.
-        let learned = br#"{"a":"xyzxyzxyzxyzxyz","b":12345,"c":1}"#;
-        let s = 6..21;
-        let n = 27..32;
-        let end = learned.len() - 1;
-        let l = layout(
-            learned,
-            end,
-            &[(s.clone(), Window::Str), (n.clone(), Window::Digits)],
-        );
+        let (learned, s, n, l) = string_and_number();
         for i in 0..learned.len() {
             let mut changed = learned.to_vec();
             if s.contains(&i) {
@@ -240,15 +243,7 @@ mod tests {
         // The checks a load gives every byte leave no false refusal: any byte but `"` and
         // `\` in a string window, any digit in a number window, in every load (the last
         // overlaps the one before).
-        let learned = br#"{"a":"xyzxyzxyzxyzxyz","b":12345,"c":1}"#;
-        let s = 6..21;
-        let n = 27..32;
-        let end = learned.len() - 1;
-        let l = layout(
-            learned,
-            end,
-            &[(s.clone(), Window::Str), (n.clone(), Window::Digits)],
-        );
+        let (learned, s, n, l) = string_and_number();
         for i in s.chain(n.clone()) {
             for b in 0..=u8::MAX {
                 let mut changed = learned.to_vec();
