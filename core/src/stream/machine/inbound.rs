@@ -201,19 +201,14 @@ pub(super) fn plain_data(
     if kind == Offered::Line {
         plain_by_shape(classifier, shapes, clocks, payload)
     } else {
-        plain_text_by_shape(classifier, shapes, clocks, payload)
+        out_of_line(|| plain_by_shape(classifier, shapes, clocks, payload))
     }
 }
 
-/// [`plain_by_shape`] for a WebSocket text message, out of line.
+/// Calls `f` in a function of its own: code its caller's loop need not carry.
 #[inline(never)]
-fn plain_text_by_shape(
-    classifier: &Classifier,
-    shapes: &mut HeadShapes,
-    clocks: &mut [Clocks; 2],
-    payload: &[u8],
-) -> Option<bool> {
-    plain_by_shape(classifier, shapes, clocks, payload)
+fn out_of_line<R>(f: impl FnOnce() -> R) -> R {
+    f()
 }
 
 /// [`plain_data`] for a message its first key did not settle: by the stream's learned head
