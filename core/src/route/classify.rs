@@ -466,13 +466,17 @@ impl Classifier {
     ) -> R {
         let head = &payload[..payload.len().min(self.rules.scan_len)];
         let prefiltered = !self.needles.is_empty();
-        if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
-            return f(&Verdict::PLAIN_DATA);
-        }
-        if let Some(verdict) = shapes.verdict(head) {
-            return f(verdict);
-        }
-        f(&self.verdict_and_shape(head, shapes))
+        // One call of `f`, so that it inlines into the caller's loop.
+        let learned;
+        let verdict = if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
+            &Verdict::PLAIN_DATA
+        } else if let Some(slot) = shapes.fit(head) {
+            shapes.fitted(slot)
+        } else {
+            learned = self.verdict_and_shape(head, shapes);
+            &learned
+        };
+        f(verdict)
     }
 
     /// The full walk of a head no shape fitted, learning its shape.

@@ -137,26 +137,41 @@ impl HeadShapes {
     /// first — a failed check costs as much as a fitting one, and more when the segment walk
     /// follows it — while a shape that only interleaves (a heartbeat among deltas) moves
     /// nothing.
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn verdict(&mut self, head: &[u8]) -> Option<&Verdict> {
+        let slot = self.fit(head)?;
+        Some(self.fitted(slot))
+    }
+
+    /// [`verdict`](Self::verdict) in two steps, so that a caller can learn a shape after
+    /// none fitted without a borrow of `self` held over it: the slot of the shape that fits
+    /// `head`, if one does (after any move), then its verdict by [`fitted`](Self::fitted).
+    #[inline(always)]
+    pub(crate) fn fit(&mut self, head: &[u8]) -> Option<usize> {
         if self.slots[0].fits(head) {
             self.other_fitted = false;
-            return Some(&self.slots[0].fitted);
+            return Some(0);
         }
         let slot = (1..SLOTS).find(|&slot| self.slots[slot].fits(head))?;
-        Some(&self.promote(slot).fitted)
+        Some(self.promote(slot))
+    }
+
+    /// The verdict of the shape in `slot`, as [`fit`](Self::fit) returned it.
+    #[inline(always)]
+    pub(crate) fn fitted(&self, slot: usize) -> &Verdict {
+        &self.slots[slot].fitted
     }
 
     /// The shape in `slot` (not 0) fitted: it moves to slot 0 when a shape other than slot
-    /// 0's fitted (or was learned) last time too. Returns it, wherever it is now.
+    /// 0's fitted (or was learned) last time too. Returns where it is now.
     #[inline(never)]
-    fn promote(&mut self, slot: usize) -> &Shape {
+    fn promote(&mut self, slot: usize) -> usize {
         if std::mem::replace(&mut self.other_fitted, true) {
             self.other_fitted = false;
             self.slots[..=slot].rotate_right(1);
-            return &self.slots[0];
+            return 0;
         }
-        &self.slots[slot]
+        slot
     }
 
     /// Learns the shape of `head`, whose full walk gave `verdict`, into the first empty slot,
