@@ -40,9 +40,10 @@ pub(super) enum Window {
 #[derive(Debug, Clone, Default)]
 pub(super) struct Layout {
     /// What each byte of the head's first `need` must be: one load for each [`LOAD`] bytes
-    /// from the start, then, when `need` is not a multiple of it, one for the last `LOAD`
-    /// (the bytes it shares with the one before are checked twice, the same way).
-    /// INVARIANT: `loads.len()` is `need / LOAD`, plus one when `need % LOAD != 0`; or 0.
+    /// from the start before the last, whole or not, then one for the last `LOAD` (the bytes
+    /// it shares with the one before, if any, are checked twice, the same way).
+    /// INVARIANT: `loads.len()` is `need.div_ceil(LOAD)`, the last at `need - LOAD`; or 0
+    /// (and `need` 0).
     loads: Vec<Load>,
     /// Bytes a head needs (at least [`LOAD`]): one past the last byte checked.
     need: usize,
@@ -116,10 +117,7 @@ impl Layout {
         let Some(head) = head.get(..self.need) else {
             return false;
         };
-        if self.loads.is_empty() {
-            return false;
-        }
-        let Some((whole, last)) = self.loads.split_at_checked(head.len() / LOAD) else {
+        let (Some((last, whole)), Some(tail)) = (self.loads.split_last(), head.last_chunk()) else {
             return false;
         };
         let mut bad = [0u8; LOAD];
@@ -129,9 +127,7 @@ impl Layout {
             };
             load.flag(bytes, &mut bad);
         }
-        if let (Some(load), Some(bytes)) = (last.first(), head.last_chunk()) {
-            load.flag(bytes, &mut bad);
-        }
+        last.flag(tail, &mut bad);
         u128::from_ne_bytes(bad) == 0
     }
 
@@ -161,9 +157,10 @@ impl Layout {
         {
             return false;
         }
-        let whole = (0..need / LOAD).map(|k| LOAD * k);
-        let last = (need % LOAD != 0).then_some(need - LOAD);
-        let loads = whole.chain(last).map(|at| Load::learn(head, at, windows));
+        let whole = (0..(need - 1) / LOAD).map(|k| LOAD * k);
+        let loads = whole
+            .chain([need - LOAD])
+            .map(|at| Load::learn(head, at, windows));
         self.loads.extend(loads);
         self.need = need;
         true
@@ -235,6 +232,35 @@ mod tests {
                 changed[i] ^= 0x01;
             }
             assert!(!l.fits(&changed), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn every_byte_is_checked_whatever_the_heads_length() {
+        // Lengths around whole loads: the last load ends at the last byte needed, whether
+        // it overlaps the one before (17, 47) or not (16, 32, 48).
+        for pad in 0..=40 {
+            let learned = format!(r#"{{"a":"{}","b":1}}"#, "x".repeat(pad));
+            let learned = learned.as_bytes();
+            let s = 6..6 + pad;
+            let mut l = Layout::default();
+            if !l.learn(learned, learned.len() - 1, &[(s.clone(), Window::Str)]) {
+                assert!(
+                    learned.len() < 16,
+                    "{pad}: a shape of a load or more has a layout"
+                );
+                continue;
+            }
+            assert!(l.fits(learned), "{pad}");
+            for i in 0..learned.len() {
+                let mut changed = learned.to_vec();
+                changed[i] = if s.contains(&i) {
+                    b'"'
+                } else {
+                    changed[i] ^ 0x01
+                };
+                assert!(!l.fits(&changed), "pad {pad}, byte {i}");
+            }
         }
     }
 
