@@ -452,31 +452,29 @@ impl Classifier {
     /// from earlier messages of the stream when one fits (see [`HeadShapes`]), and learns
     /// this head's shape when none does.
     pub(crate) fn verdict_by_shape(&self, payload: &[u8], shapes: &mut HeadShapes) -> Verdict {
-        self.with_verdict_by_shape(payload, shapes, Verdict::clone)
+        self.verdict_by_shape_in(payload, shapes, &mut None).clone()
     }
 
-    /// [`verdict_by_shape`](Self::verdict_by_shape) handed to `f`: a fitted shape's verdict
-    /// is lent where it is kept, not moved (the fast path reads two flags and a few ranges).
+    /// [`verdict_by_shape`](Self::verdict_by_shape) lent, not moved: a fitted shape's
+    /// verdict where the shape keeps it, a learned one in `learned` (the fast path reads two
+    /// flags and a few ranges). A reference, not a closure called with it: a closure the
+    /// compiler may keep out of line (it did, in a large caller), this inlines whole.
     #[inline(always)]
-    pub(crate) fn with_verdict_by_shape<R>(
+    pub(crate) fn verdict_by_shape_in<'a>(
         &self,
         payload: &[u8],
-        shapes: &mut HeadShapes,
-        f: impl FnOnce(&Verdict) -> R,
-    ) -> R {
+        shapes: &'a mut HeadShapes,
+        learned: &'a mut Option<Verdict>,
+    ) -> &'a Verdict {
         let head = &payload[..payload.len().min(self.rules.scan_len)];
         let prefiltered = !self.needles.is_empty();
-        // One call of `f`, so that it inlines into the caller's loop.
-        let learned;
-        let verdict = if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
-            &Verdict::PLAIN_DATA
-        } else if let Some(slot) = shapes.fit(head) {
-            shapes.fitted(slot)
-        } else {
-            learned = self.verdict_and_shape(head, shapes);
-            &learned
-        };
-        f(verdict)
+        if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
+            return &Verdict::PLAIN_DATA;
+        }
+        if let Some(slot) = shapes.fit(head) {
+            return shapes.fitted(slot);
+        }
+        learned.insert(self.verdict_and_shape(head, shapes))
     }
 
     /// The full walk of a head no shape fitted, learning its shape.

@@ -220,7 +220,7 @@ fn plain_by_shape(
     clocks: &mut [Clocks; 2],
     payload: &[u8],
 ) -> Option<bool> {
-    classifier.with_verdict_by_shape(payload, shapes, |verdict| match verdict {
+    match classifier.verdict_by_shape_in(payload, shapes, &mut None) {
         Verdict::Data {
             heartbeat,
             shutdown: false,
@@ -235,7 +235,7 @@ fn plain_by_shape(
             Some(*heartbeat)
         }
         _ => None,
-    })
+    }
 }
 
 /// Records the stream positions a Betfair change message carries (`extracted` holds its `op`,
