@@ -1,13 +1,20 @@
-//! Line splitting throughput next to a raw memchr splitter, and head-scan classification cost
-//! per message at 0.2 KB, 9 KB and 454 KB (it must be flat).
+//! Line splitting throughput next to a raw memchr splitter; the whole Betfair `Stream` per
+//! line (framing, routing by learned head shape, clocks, statistics, lent to a closure) next
+//! to the same splitter; and head-scan classification cost per message at 0.2 KB, 9 KB and
+//! 454 KB (it must be flat).
 //!
 //! `cargo bench -p feedwire-core --bench lines_routing`
 
 use std::hint::black_box;
+use std::time::Instant;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use feedwire_core::{Classifier, Delimiter, LineClient, LineEvent, RouteRules};
+use feedwire_core::testing::open_betfair_stream;
+use feedwire_core::{
+    BetfairAuth, Classifier, Delimiter, LineClient, LineEvent, RouteRules, Stream, StreamConfig,
+    StreamEvent,
+};
 
 const READ: usize = 256 * 1024;
 
@@ -93,6 +100,61 @@ fn lines(c: &mut Criterion) {
     }
 }
 
+fn open_stream() -> Stream {
+    let auth = BetfairAuth {
+        app_key: "bench".to_owned(),
+        session: "bench".to_owned(),
+    };
+    open_betfair_stream(
+        StreamConfig::betfair("tcp://127.0.0.1:1", auth),
+        Instant::now(),
+    )
+}
+
+/// Feeds `bytes` to `s` in reads as large as it offers, lending each data line to a closure
+/// as the transports do; the data lines (lent or queued).
+fn feed_stream(s: &mut Stream, bytes: &[u8]) -> usize {
+    let (mut fed, mut lines) = (0, 0);
+    let now = Instant::now();
+    while fed < bytes.len() {
+        let buf = s.read_buf();
+        let n = buf.len().min(bytes.len() - fed);
+        buf[..n].copy_from_slice(&bytes[fed..fed + n]);
+        s.handle_read_with(n, now, |d| {
+            black_box(d.payload);
+            lines += 1;
+        });
+        fed += n;
+        // A line the learned shapes did not settle (the first, one whose clock grew a digit)
+        // takes the general path and is queued.
+        while let Some(e) = s.poll_event() {
+            if let StreamEvent::Data { payload, .. } = e {
+                black_box(&payload);
+                lines += 1;
+            }
+        }
+    }
+    lines
+}
+
+fn stream(c: &mut Criterion) {
+    let (bytes, count) = line_stream(200, 4 << 20);
+    let mut group = c.benchmark_group("betfair_stream_200B");
+    group.throughput(Throughput::Elements(count as u64));
+    group.bench_function("feedwire_stream_lent", |b| {
+        b.iter_batched_ref(
+            open_stream,
+            |s| assert_eq!(feed_stream(s, &bytes), count),
+            BatchSize::LargeInput,
+        );
+    });
+    let mut buf = vec![0u8; READ];
+    group.bench_function("limit_raw_memchr_splitter", |b| {
+        b.iter(|| assert_eq!(raw_line_splitter(&mut buf, &bytes), count));
+    });
+    group.finish();
+}
+
 fn classification(c: &mut Criterion) {
     let mut group = c.benchmark_group("classify");
     let binance = Classifier::new(RouteRules::binance_stream());
@@ -120,5 +182,5 @@ fn classification(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, lines, classification);
+criterion_group!(benches, lines, stream, classification);
 criterion_main!(benches);

@@ -127,3 +127,84 @@ pub fn open_websocket_stream(
     while s.poll_event().is_some() {}
     s
 }
+
+/// The lines a Betfair server answers a stream's opening with: its connection message, then
+/// a `SUCCESS` status for each of the requests `1..=requests` (authentication, then the
+/// subscriptions), CRLF-delimited.
+pub fn betfair_opening(requests: u32) -> Vec<u8> {
+    let mut out = b"{\"op\":\"connection\",\"connectionId\":\"test\"}\r\n".to_vec();
+    for id in 1..=requests {
+        out.extend_from_slice(
+            format!(
+                "{{\"op\":\"status\",\"id\":{id},\"statusCode\":\"SUCCESS\",\"connectionClosed\":false}}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    out
+}
+
+/// A Betfair `Stream` for `config`, subscribed to every market, past its opening exchange as
+/// a transport would leave it: connected, authenticated and subscribed (answered by
+/// [`betfair_opening`]), the events it raised and the requests it wrote taken. For
+/// benchmarks and tests that feed lines straight into `read_buf`.
+///
+/// # Panics
+/// If `config` is not a valid Betfair stream configuration (test input is wrong).
+pub fn open_betfair_stream(config: crate::StreamConfig, now: std::time::Instant) -> crate::Stream {
+    let mut s = crate::Stream::new(config, [1; 32], now).expect("valid stream config");
+    s.subscribe_markets(
+        crate::BetfairSubscription {
+            filter_json: "{}".to_owned(),
+            data_filter_json: None,
+            heartbeat_ms: None,
+            conflate_ms: None,
+        },
+        now,
+    )
+    .expect("a Betfair stream subscribes");
+    while s.poll_transport().is_some() {}
+    s.handle_connected(now);
+    let answer = betfair_opening(2);
+    s.read_buf()[..answer.len()].copy_from_slice(&answer);
+    s.handle_read(answer.len(), now);
+    while s.poll_transmit().is_some() {}
+    while s.poll_event().is_some() {}
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::open_betfair_stream;
+    use crate::{BetfairAuth, StreamConfig, StreamEvent, StreamState};
+
+    #[test]
+    fn an_opened_betfair_stream_is_subscribed_and_lends_the_next_change() {
+        let now = Instant::now();
+        let auth = BetfairAuth {
+            app_key: "k".to_owned(),
+            session: "s".to_owned(),
+        };
+        let mut s = open_betfair_stream(StreamConfig::betfair("tcp://127.0.0.1:1", auth), now);
+        assert_eq!(s.state(), &StreamState::Open);
+        let opened = s.stats_handle().snapshot();
+        // Authentication and subscription written, both answered, and the connection message.
+        assert_eq!((opened.messages_sent, opened.responses), (2, 3));
+        assert_eq!(opened.subscriptions, 1);
+        let line = br#"{"op":"mcm","id":2,"clk":"AAA","pt":1,"mc":[]}"#;
+        let mut wire = line.to_vec();
+        wire.extend_from_slice(b"\r\n");
+        s.read_buf()[..wire.len()].copy_from_slice(&wire);
+        let mut lent = Vec::new();
+        s.handle_read_with(wire.len(), now, |d| lent.push(d.payload.to_vec()));
+        let queued: Vec<StreamEvent> = std::iter::from_fn(|| s.poll_event()).collect();
+        let data = |e: &StreamEvent| matches!(e, StreamEvent::Data { .. });
+        assert_eq!(lent.len() + queued.iter().filter(|e| data(e)).count(), 1);
+        if let [payload] = &lent[..] {
+            assert_eq!(payload, line);
+        }
+        assert!(s.poll_transmit().is_none(), "nothing left to answer");
+    }
+}
