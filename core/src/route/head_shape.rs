@@ -130,22 +130,23 @@ enum ShapeEnd {
 }
 
 impl HeadShapes {
-    /// The verdict for `head` by a learned shape, if one fits. Slot 0 is tried first; a shape
-    /// that fits another slot twice in a row (or right after it was learned) moves there. So
-    /// whichever order a stream's shapes were learned in (a quiet market's heartbeats come
-    /// before its first change), its common heads are not checked against another shape
-    /// first — a failed check costs as much as a fitting one, and more when the segment walk
-    /// follows it — while a shape that only interleaves (a heartbeat among deltas) moves
-    /// nothing.
+    /// The verdict for `head` by a learned shape, if one fits: [`fit`](Self::fit), then
+    /// [`fitted`](Self::fitted).
     #[cfg(test)]
     pub(crate) fn verdict(&mut self, head: &[u8]) -> Option<&Verdict> {
         let slot = self.fit(head)?;
         Some(self.fitted(slot))
     }
 
-    /// [`verdict`](Self::verdict) in two steps, so that a caller can learn a shape after
-    /// none fitted without a borrow of `self` held over it: the slot of the shape that fits
-    /// `head`, if one does (after any move), then its verdict by [`fitted`](Self::fitted).
+    /// The slot of the learned shape that fits `head`, if one does; its verdict is
+    /// [`fitted`](Self::fitted) (two steps, so that a caller can learn a shape after none
+    /// fitted with no borrow of `self` held over it). Slot 0 is tried first; a shape that
+    /// fits another slot twice in a row (or right after it was learned) moves there, and the
+    /// slot returned is where it is now. So whichever order a stream's shapes were learned in
+    /// (a quiet market's heartbeats come before its first change), its common heads are not
+    /// checked against another shape first — a failed check costs as much as a fitting one,
+    /// and more when the segment walk follows it — while a shape that only interleaves (a
+    /// heartbeat among deltas) moves nothing.
     #[inline(always)]
     pub(crate) fn fit(&mut self, head: &[u8]) -> Option<usize> {
         if self.slots[0].fits(head) {
