@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use feedwire_bench::{LimitFrames, Recorder};
 use feedwire_core::rustls::ServerConnection;
-use feedwire_core::testing::{accept_response, server_frame};
+use feedwire_core::testing::{accept_response, betfair_opening, server_frame};
 use feedwire_core::{
     tls_config_with_roots, BetfairAuth, DataHandler, DataRef, LendingInput, Stream, StreamConfig,
     StreamEvent, StreamInput, TlsSession,
@@ -105,7 +105,7 @@ fn new_stream(scenario: Scenario, now: Instant) -> Stream {
 /// Betfair's connection and authentication replies.
 fn opening_answer(scenario: Scenario, request: &[u8]) -> Vec<u8> {
     if scenario.is_lines() {
-        b"{\"op\":\"connection\",\"connectionId\":\"x\"}\r\n{\"op\":\"status\",\"id\":1,\"statusCode\":\"SUCCESS\"}\r\n".to_vec()
+        betfair_opening(1)
     } else {
         accept_response(request)
     }
