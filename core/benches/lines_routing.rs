@@ -1,7 +1,7 @@
-//! Line splitting throughput next to a raw memchr splitter; the whole Betfair `Stream` per
-//! line (framing, routing by learned head shape, clocks, statistics, lent to a closure) next
-//! to the same splitter; and head-scan classification cost per message at 0.2 KB, 9 KB and
-//! 454 KB (it must be flat).
+//! Line splitting throughput, bare (`LineClient`) and through the whole Betfair `Stream`
+//! (framing, routing by learned head shape, clocks, statistics, each line lent to a closure),
+//! next to a raw memchr splitter over the same bytes; and head-scan classification cost per
+//! message at 0.2 KB, 9 KB and 454 KB (it must be flat).
 //!
 //! `cargo bench -p feedwire-core --bench lines_routing`
 
@@ -80,26 +80,6 @@ fn raw_line_splitter(buf: &mut [u8], bytes: &[u8]) -> usize {
     lines
 }
 
-fn lines(c: &mut Criterion) {
-    for line_len in [200usize, 2000] {
-        let (bytes, count) = line_stream(line_len, 4 << 20);
-        let mut group = c.benchmark_group(format!("lines_{line_len}B"));
-        group.throughput(Throughput::Bytes(bytes.len() as u64));
-        group.bench_function("feedwire_line_client", |b| {
-            b.iter_batched_ref(
-                || LineClient::new(Delimiter::CrLf, READ, 16 << 20),
-                |c| assert_eq!(drive(c, &bytes), count),
-                BatchSize::LargeInput,
-            );
-        });
-        let mut buf = vec![0u8; READ];
-        group.bench_function("limit_raw_memchr_splitter", |b| {
-            b.iter(|| assert_eq!(raw_line_splitter(&mut buf, &bytes), count));
-        });
-        group.finish();
-    }
-}
-
 fn open_stream() -> Stream {
     let auth = BetfairAuth {
         app_key: "bench".to_owned(),
@@ -137,22 +117,31 @@ fn feed_stream(s: &mut Stream, bytes: &[u8]) -> usize {
     lines
 }
 
-fn stream(c: &mut Criterion) {
-    let (bytes, count) = line_stream(200, 4 << 20);
-    let mut group = c.benchmark_group("betfair_stream_200B");
-    group.throughput(Throughput::Elements(count as u64));
-    group.bench_function("feedwire_stream_lent", |b| {
-        b.iter_batched_ref(
-            open_stream,
-            |s| assert_eq!(feed_stream(s, &bytes), count),
-            BatchSize::LargeInput,
-        );
-    });
-    let mut buf = vec![0u8; READ];
-    group.bench_function("limit_raw_memchr_splitter", |b| {
-        b.iter(|| assert_eq!(raw_line_splitter(&mut buf, &bytes), count));
-    });
-    group.finish();
+fn lines(c: &mut Criterion) {
+    for line_len in [200usize, 2000] {
+        let (bytes, count) = line_stream(line_len, 4 << 20);
+        let mut group = c.benchmark_group(format!("lines_{line_len}B"));
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.bench_function("feedwire_line_client", |b| {
+            b.iter_batched_ref(
+                || LineClient::new(Delimiter::CrLf, READ, 16 << 20),
+                |c| assert_eq!(drive(c, &bytes), count),
+                BatchSize::LargeInput,
+            );
+        });
+        group.bench_function("feedwire_stream_lent", |b| {
+            b.iter_batched_ref(
+                open_stream,
+                |s| assert_eq!(feed_stream(s, &bytes), count),
+                BatchSize::LargeInput,
+            );
+        });
+        let mut buf = vec![0u8; READ];
+        group.bench_function("limit_raw_memchr_splitter", |b| {
+            b.iter(|| assert_eq!(raw_line_splitter(&mut buf, &bytes), count));
+        });
+        group.finish();
+    }
 }
 
 fn classification(c: &mut Criterion) {
@@ -182,5 +171,5 @@ fn classification(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, lines, stream, classification);
+criterion_group!(benches, lines, classification);
 criterion_main!(benches);
