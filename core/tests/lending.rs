@@ -264,3 +264,31 @@ fn frames_that_span_reads_are_lent_and_the_block_is_never_cut() {
     let settled = &capacities[capacities.len() / 2..];
     assert!(settled.iter().all(|&c| c == settled[0]), "{capacities:?}");
 }
+
+#[test]
+fn has_events_says_whether_a_read_queued_anything_besides_lent_data() {
+    let mut h = binance();
+    // The connection's first data message is queued (see above); take it.
+    lend(&mut h, &frames(&[r#"{"e":"trade","t":1}"#]));
+    let read = |h: &mut Harness, bytes: &[u8]| {
+        h.s.read_buf()[..bytes.len()].copy_from_slice(bytes);
+        let mut lent = 0;
+        h.s.handle_read_with(bytes.len(), h.now, |_| lent += 1);
+        lent
+    };
+    let lent = read(&mut h, &frames(&[r#"{"e":"trade","t":2}"#]));
+    assert_eq!(lent, 1);
+    assert!(!h.s.has_events(), "only lent data: nothing queued");
+
+    let lent = read(
+        &mut h,
+        &frames(&[r#"{"e":"trade","t":3}"#, r#"{"result":null,"id":1}"#]),
+    );
+    assert_eq!(lent, 1);
+    assert!(h.s.has_events(), "the answer to SUBSCRIBE is queued");
+    assert!(matches!(
+        h.s.poll_event(),
+        Some(StreamEvent::Subscribed { .. })
+    ));
+    assert!(!h.s.has_events(), "and nothing behind it");
+}

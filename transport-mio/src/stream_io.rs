@@ -190,7 +190,11 @@ pub(crate) fn read<H: DataHandler>(e: &mut Entry<H>, mut budget: usize, now: Ins
                 }
             }
         }
-        collect(e);
+        // A read that only lent data (nearly every one) queued nothing; the stream's end is
+        // seen by `pump` after the reads.
+        if e.stream.has_events() {
+            collect(e);
+        }
         if !e.pending.is_empty() {
             deliver(e);
             if !e.pending.is_empty() {
@@ -304,6 +308,9 @@ pub(crate) fn collect<H: DataHandler>(e: &mut Entry<H>) {
 
 /// Hands pending events to the handler or channel.
 pub(crate) fn deliver<H: DataHandler>(e: &mut Entry<H>) {
+    if e.pending.is_empty() {
+        return;
+    }
     match &mut e.delivery {
         Delivery::Handler(h) => {
             while let Some(ev) = e.pending.pop_front() {

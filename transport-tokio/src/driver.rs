@@ -34,7 +34,8 @@ enum Wake {
     EventRoom,
     /// The application dropped its [`Events`].
     EventsGone,
-    Readable,
+    /// Bytes were read (and handed to the stream), or the socket ended.
+    Read,
     Writable,
     Connected(Result<Box<Conn>, OpenError>),
     Deadline,
@@ -211,14 +212,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 // Nobody listens: stop (the next forward drops the batch, so this wake does
                 // not repeat).
                 Wake::EventsGone => self.stream.stop(Instant::now()),
-                Wake::Readable => {
-                    std::future::poll_fn(|cx| {
-                        self.read(cx);
-                        Poll::Ready(())
-                    })
-                    .await
-                }
-                Wake::Writable => {}
+                Wake::Read | Wake::Writable => {}
                 Wake::Connected(result) => {
                     self.connecting = None;
                     let now = Instant::now();
@@ -331,16 +325,17 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             }
             _ => self.room = None,
         }
-        if let Some(conn) = self.conn.as_ref() {
-            // A batch still waiting for room means the application is behind: read nothing
-            // more until it catches up (bounded memory, and the read buffer's blocks come
-            // back).
-            if self.stream.is_connected() && self.pending.is_empty() {
-                polled = true;
-                if conn.sock.poll_read_ready(cx).is_ready() {
-                    return Poll::Ready(Wake::Readable);
-                }
+        // A batch still waiting for room means the application is behind: read nothing more
+        // until it catches up (bounded memory, and the read buffer's blocks come back). The
+        // read itself is the readiness check: a socket with nothing to read registers the
+        // waker in the same poll, and one that has bytes is not polled twice.
+        if self.conn.is_some() && self.stream.is_connected() && self.pending.is_empty() {
+            polled = true;
+            if self.read(cx) {
+                return Poll::Ready(Wake::Read);
             }
+        }
+        if let Some(conn) = self.conn.as_ref() {
             if !conn.out.is_empty() {
                 polled = true;
                 if conn.sock.poll_write_ready(cx).is_ready() {
@@ -483,26 +478,29 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
     /// Moves the core's events to the application queue; answers and timeouts of awaited
     /// requests go to their callers instead (each exactly once).
     fn collect_events(&mut self) {
-        if self.awaited.is_empty() {
-            // Nobody awaits an answer: the whole queue moves at once.
-            self.stream.drain_events_into(&mut self.pending);
-        }
-        while let Some(event) = self.stream.poll_event() {
-            let unclaimed = self.awaited.claim(event, |reply, answer| {
-                let _ = reply.send(match answer {
-                    Answer::Response {
-                        id,
-                        payload,
-                        is_error,
-                    } => Ok(Response {
-                        id,
-                        payload,
-                        is_error,
-                    }),
-                    Answer::TimedOut => Err(CommandError::TimedOut),
+        // Nearly every read only lends data and queues nothing: then only the end is checked.
+        if self.stream.has_events() {
+            if self.awaited.is_empty() {
+                // Nobody awaits an answer: the whole queue moves at once.
+                self.stream.drain_events_into(&mut self.pending);
+            }
+            while let Some(event) = self.stream.poll_event() {
+                let unclaimed = self.awaited.claim(event, |reply, answer| {
+                    let _ = reply.send(match answer {
+                        Answer::Response {
+                            id,
+                            payload,
+                            is_error,
+                        } => Ok(Response {
+                            id,
+                            payload,
+                            is_error,
+                        }),
+                        Answer::TimedOut => Err(CommandError::TimedOut),
+                    });
                 });
-            });
-            self.pending.extend(unclaimed);
+                self.pending.extend(unclaimed);
+            }
         }
         if self.stream.state().is_terminal() {
             // Dropping the senders tells every waiting caller that the stream ended.
@@ -511,6 +509,9 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
     }
 
     fn forward_events(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
         let (events, spare) = match &mut self.output {
             Output::Channel { events, spare } => (events, spare),
             Output::Lend(handler) => {
@@ -522,7 +523,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         };
         // No room: keep filling this batch (and leave the spare buffers where they are, so
         // none is taken out only to be dropped).
-        if self.pending.is_empty() || events.capacity() == 0 {
+        if events.capacity() == 0 {
             return;
         }
         let empty = spare.try_recv().unwrap_or_default();
@@ -542,26 +543,34 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
     /// would block, or it filled less than it was offered — tokio's `poll_read` then clears
     /// the socket's readiness itself (new bytes raise a new event), so no read is made only
     /// to find the socket empty (a system call per wake-up; on a paced stream, per message).
-    fn read(&mut self, cx: &mut Context<'_>) {
+    /// Whether anything was read (or the socket ended): `false` means the first poll found
+    /// nothing, and the socket holds the task's waker (or tokio's budget asked for a yield).
+    fn read(&mut self, cx: &mut Context<'_>) -> bool {
         let mut budget = READ_BUDGET;
+        let mut progress = false;
         while budget > 0 && self.pending.len() < self.capacity && self.stream.is_connected() {
             let Some(conn) = self.conn.as_mut() else {
-                return;
+                break;
             };
-            let now = Instant::now();
             let buf = match conn.tls.as_mut() {
                 Some(tls) => tls.read_buf(),
                 None => self.stream.read_buf(),
             };
             let offered = buf.len();
             let mut read_buf = ReadBuf::new(buf);
-            let n = match Pin::new(&mut conn.sock).poll_read(cx, &mut read_buf) {
-                Poll::Pending => return,
-                Poll::Ready(Err(e)) => {
+            let polled = Pin::new(&mut conn.sock).poll_read(cx, &mut read_buf);
+            let Poll::Ready(result) = polled else {
+                break;
+            };
+            progress = true;
+            // After the poll: a wait that finds nothing reads no clock.
+            let now = Instant::now();
+            let n = match result {
+                Err(e) => {
                     self.stream.handle_transport_error(&e.to_string(), now);
-                    return;
+                    break;
                 }
-                Poll::Ready(Ok(())) => read_buf.filled().len(),
+                Ok(()) => read_buf.filled().len(),
             };
             if n == 0 {
                 if let Some(tls) = conn.tls.as_mut() {
@@ -572,7 +581,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                     let _ = tls.handle_eof(&mut sink);
                 }
                 self.stream.handle_eof(now);
-                return;
+                break;
             }
             match conn.tls.as_mut() {
                 Some(tls) => {
@@ -583,7 +592,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                     };
                     if let Err(e) = tls.handle_read(n, &mut sink) {
                         self.stream.handle_tls_error(&e, now);
-                        return;
+                        break;
                     }
                 }
                 None => {
@@ -592,15 +601,20 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 }
             }
             budget = budget.saturating_sub(n);
-            self.collect_events();
             // Hand each read's events over at once: the application works on bytes that are
             // still in cache, and the read buffer's blocks come back for reuse. If it has not
-            // taken the previous batch yet, stop reading until it does.
-            self.forward_events();
+            // taken the previous batch yet, stop reading until it does. (A read that only lent
+            // data, nearly every one, has nothing to hand over; the stream's end is seen by
+            // `pump` before the next wait.)
+            if self.stream.has_events() {
+                self.collect_events();
+                self.forward_events();
+            }
             if !self.pending.is_empty() || n < offered {
-                return;
+                break;
             }
         }
+        progress
     }
 
     /// Keeps the socket's receive low-water mark at what the stream can use

@@ -300,6 +300,14 @@ impl Stream {
         self.events.pop_front()
     }
 
+    /// Whether [`poll_event`](Self::poll_event) has an event to return: a transport can
+    /// skip its hand-over after a read that only lent data (nearly every read).
+    #[inline]
+    #[must_use]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// Moves every queued event, in order, to the back of `out`: the same events
     /// [`poll_event`](Self::poll_event) would return. When `out` is empty the queues are
     /// swapped (no event is copied), so a transport that hands events over in batches can
