@@ -5,7 +5,7 @@ mod common;
 
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
-use feedwire_core::{StreamConfig, StreamEvent};
+use feedwire_core::{StreamConfig, StreamEvent, StreamState};
 
 /// Reads `bytes` in one `handle_read_with`; returns what was lent (payload, heartbeat) and
 /// then the events queued, without polling anything before the read.
@@ -291,4 +291,55 @@ fn has_events_says_whether_a_read_queued_anything_besides_lent_data() {
         Some(StreamEvent::Subscribed { .. })
     ));
     assert!(!h.s.has_events(), "and nothing behind it");
+}
+
+#[test]
+fn nothing_read_after_stop_is_delivered_lent_or_queued() {
+    for lending in [true, false] {
+        let mut h = binance();
+        lend(&mut h, &frames(&[r#"{"e":"trade","t":1}"#]));
+        let (lent, _) = lend(&mut h, &frames(&[r#"{"e":"trade","t":2}"#]));
+        assert_eq!(lent.len(), 1, "the fast path is open before the stop");
+        let received = h.s.stats_handle().snapshot().messages_received;
+        h.s.stop(h.now);
+        h.pump();
+        assert!(
+            h.take_events()
+                .iter()
+                .all(|e| !matches!(e, StreamEvent::Data { .. })),
+            "nothing was waiting"
+        );
+        // Data, an answer and a notice the server sent before it saw our Close, then its Close.
+        let mut wire = frames(&[
+            r#"{"e":"trade","t":3}"#,
+            r#"{"result":null,"id":1}"#,
+            r#"{"e":"trade","t":4}"#,
+        ]);
+        wire.extend(server_frame(true, 8, &1000u16.to_be_bytes()));
+        let (lent, events) = if lending {
+            lend(&mut h, &wire)
+        } else {
+            h.s.read_buf()[..wire.len()].copy_from_slice(&wire);
+            h.s.handle_read(wire.len(), h.now);
+            h.pump();
+            (Vec::new(), h.take_events())
+        };
+        assert!(lent.is_empty(), "lent after stop: {lent:?}");
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, StreamEvent::Data { .. } | StreamEvent::Subscribed { .. })),
+            "delivered after stop: {events:?}"
+        );
+        assert!(
+            matches!(h.s.state(), StreamState::Closed { .. }),
+            "the peer's Close still ends it: {:?}",
+            h.s.state()
+        );
+        assert_eq!(
+            h.s.stats_handle().snapshot().messages_received,
+            received,
+            "dropped messages are not counted as received"
+        );
+    }
 }

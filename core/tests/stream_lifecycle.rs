@@ -5,6 +5,8 @@ mod common;
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
 use feedwire_core::{
@@ -599,8 +601,13 @@ fn stop_while_a_message_is_half_received_still_delivers_it() {
     h.s.stop(h.now);
     h.pump();
     h.feed(&frame[7..]);
+    // Sent before the server saw our Close, but begun after the stop: dropped, however the
+    // reads go (the half-received message took the general path; the fast paths stay shut).
+    h.feed(&server_frame(true, 1, br#"{"e":"after"}"#));
+    h.feed(&server_frame(true, 1, br#"{"e":"after, again"}"#));
     h.feed(&server_frame(true, 8, &1000u16.to_be_bytes()));
     let evs = h.take_events();
+    assert_eq!(evs.len(), 2, "{evs:?}");
     assert!(
         matches!(&evs[0], StreamEvent::Data { payload, .. } if payload == "{\"e\":\"half and half\"}"),
         "{evs:?}"
@@ -612,6 +619,57 @@ fn stop_while_a_message_is_half_received_still_delivers_it() {
             code: 1000
         }
     );
+}
+
+#[test]
+fn stop_while_a_fragmented_message_is_half_received_still_delivers_it() {
+    let mut h = subscribed_stream();
+    h.take_events();
+    h.feed(&server_frame(false, 1, br#"{"e":"in "#));
+    h.s.stop(h.now);
+    h.pump();
+    // A ping between the fragments, then the last one, then a message begun after the stop.
+    h.feed(&server_frame(true, 9, b"p"));
+    h.feed(&server_frame(true, 0, br#"pieces"}"#));
+    h.feed(&server_frame(true, 1, br#"{"e":"after"}"#));
+    h.feed(&server_frame(true, 8, &1000u16.to_be_bytes()));
+    let data: Vec<_> = h
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            StreamEvent::Data { payload, .. } => Some(payload),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(data, vec![Bytes::from_static(br#"{"e":"in pieces"}"#)]);
+    assert_eq!(
+        h.state(),
+        StreamState::Closed {
+            by: CloseInitiator::Local
+        }
+    );
+}
+
+#[test]
+fn stop_while_a_control_frame_is_half_received_delivers_nothing_after_it() {
+    let mut h = subscribed_stream();
+    h.take_events();
+    let ping = server_frame(true, 9, b"ping");
+    h.feed(&ping[..3]);
+    h.s.stop(h.now);
+    h.pump();
+    h.feed(&ping[3..]);
+    h.feed(&server_frame(true, 1, br#"{"e":"after"}"#));
+    h.feed(&server_frame(true, 8, &1000u16.to_be_bytes()));
+    let evs = h.take_events();
+    assert!(
+        !evs.iter().any(|e| matches!(e, StreamEvent::Data { .. })),
+        "{evs:?}"
+    );
+    assert!(evs.contains(&StreamEvent::Closed {
+        by: CloseInitiator::Local,
+        code: 1000
+    }));
 }
 
 #[test]

@@ -159,6 +159,15 @@ impl Connection {
         }
     }
 
+    /// Whether a message is partly received (WebSocket; a line session ends at a stop, so
+    /// for lines the question does not arise).
+    pub(crate) fn is_receiving_a_message(&self) -> bool {
+        match self {
+            Self::Ws(c) => c.is_receiving_a_message(),
+            Self::Lines(_) => false,
+        }
+    }
+
     pub(crate) fn next_event(&mut self) -> Option<ConnEvent> {
         match self {
             Self::Ws(c) => loop {

@@ -146,11 +146,16 @@ pub struct Stream {
     /// The last read on the current connection (or its opening): the idle timer measures
     /// silence from here.
     last_input: Instant,
-    /// Data arrived on the current connection.
+    /// Data arrived on the current connection, and no stop was asked for since: the reads'
+    /// fast paths (queued or lent data) are open. Cleared by `stop()`, so that every message
+    /// after it takes the general path, which drops it.
     got_data: bool,
     /// Why the current connection is being closed on purpose (planned reconnect).
     planned: Option<EndReason>,
     stop_requested: bool,
+    /// At `stop()` a message was partly received: it is the one message still delivered
+    /// after the stop (the first to complete), then nothing.
+    partial_at_stop: bool,
     /// Binance streams the application wants.
     streams: BTreeSet<String>,
     /// Betfair market and order subscriptions, indexed by [`Feed`].
@@ -200,6 +205,7 @@ impl Stream {
             got_data: false,
             planned: None,
             stop_requested: false,
+            partial_at_stop: false,
             streams: BTreeSet::new(),
             betfair_subs: [None, None],
             clocks: [Clocks::default(), Clocks::default()],

@@ -354,6 +354,13 @@ impl WebSocketClient {
         !self.events.is_empty()
     }
 
+    /// Whether a data message is partly received: a fragmented one in progress, or the
+    /// unconsumed input starting with a data frame's header (opcode below 8; the input
+    /// always starts at the header of the frame it ends inside).
+    pub(crate) fn is_receiving_a_message(&self) -> bool {
+        self.decoder.is_assembling() || self.rb.filled().first().is_some_and(|&b| b & 0x0F < 8)
+    }
+
     /// The next event.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {

@@ -90,6 +90,11 @@ impl FrameDecoder {
         self.current.is_none() && self.fragmented.is_none()
     }
 
+    /// A fragmented message is in progress (its first frame was decoded, not its last).
+    pub(crate) fn is_assembling(&self) -> bool {
+        self.fragmented.is_some()
+    }
+
     /// Largest payload (bytes) an unfragmented message may have under both limits.
     pub(crate) fn max_unfragmented_payload(&self) -> usize {
         self.max_frame_size.min(self.max_message_size)

@@ -8,6 +8,7 @@ use crate::error::StreamError;
 use crate::route::RequestId;
 use crate::stream::clocks::Clocks;
 use crate::stream::config::Profile;
+use crate::stream::connection::Connection;
 use crate::stream::event::{EndReason, RequestKind, StreamState};
 use crate::stream::profile::{self, BetfairSubscription, Template};
 use crate::stream::timers::Timer;
@@ -16,11 +17,21 @@ use crate::ws::CloseInitiator;
 impl Stream {
     /// Graceful stop: WebSocket Close (then wait for the peer up to the close timeout), or
     /// the end of a line session. Ends as `Closed { by: Local }`; no reconnect follows.
+    /// Takes effect at once: events already queued stay queued, a message partly received
+    /// at this call is delivered when it completes, and nothing else is (data, answers and
+    /// notices alike: the peer's bytes up to its Close are read and dropped).
     pub fn stop(&mut self, now: Instant) {
         if self.state.is_terminal() || self.stop_requested {
             return;
         }
         self.stop_requested = true;
+        self.partial_at_stop = self
+            .conn
+            .as_ref()
+            .is_some_and(Connection::is_receiving_a_message);
+        // Closes the reads' fast paths: every later message reaches `on_message`, which
+        // drops it.
+        self.got_data = false;
         tracing::info!(host = %self.endpoint.host, "stream stop requested");
         self.timers.clear();
         self.outbox.clear();

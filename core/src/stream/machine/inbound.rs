@@ -42,6 +42,11 @@ impl Stream {
     }
 
     pub(super) fn on_message(&mut self, payload: Bytes, binary: bool, now: Instant) {
+        // Between `stop()` and the peer's Close only the message that was half received at
+        // the stop is delivered (the first to complete after it); the rest is dropped.
+        if self.stop_requested && !std::mem::take(&mut self.partial_at_stop) {
+            return;
+        }
         self.stats.received(payload.len());
         let routed = if binary {
             self.router.route_binary(payload)
@@ -55,7 +60,8 @@ impl Stream {
                 shutdown,
                 extracted,
             } => {
-                if !self.got_data {
+                // After a stop the fast paths stay shut (see `got_data`).
+                if !self.got_data && !self.stop_requested {
                     self.got_data = true;
                     self.timers.stop(Timer::FirstData);
                 }
