@@ -309,7 +309,7 @@ fn nothing_read_after_stop_is_delivered_lent_or_queued() {
                 .all(|e| !matches!(e, StreamEvent::Data { .. })),
             "nothing was waiting"
         );
-        // Data, an answer and a notice the server sent before it saw our Close, then its Close.
+        // Data with an answer among it, sent before the server saw our Close; then its Close.
         let mut wire = frames(&[
             r#"{"e":"trade","t":3}"#,
             r#"{"result":null,"id":1}"#,
