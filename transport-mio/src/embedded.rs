@@ -119,7 +119,8 @@ impl<H: DataHandler + Send + 'static> MioLoop<H> {
         self.call(|r| Command::Connect(Box::new(config), delivery, r))
     }
 
-    /// Graceful stop: the Close frame is written within this call.
+    /// Graceful stop: the Close frame is written within this call. What is still delivered
+    /// after it: [`Stream::stop`](feedwire_core::Stream::stop).
     pub fn stop(&mut self, id: StreamId) {
         self.inner.command(Command::Stop(id));
         self.inner.service_ready();

@@ -222,7 +222,8 @@ impl<H> LoopHandle<H> {
         self.call(|r| Command::Connect(Box::new(config), delivery, r))
     }
 
-    /// Graceful stop (Close frame on the wire at once).
+    /// Graceful stop (Close frame on the wire at once). What is still delivered after it:
+    /// [`Stream::stop`](feedwire_core::Stream::stop).
     pub fn stop(&self, id: StreamId) {
         let _ = self.send(Command::Stop(id));
     }

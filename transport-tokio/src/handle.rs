@@ -168,7 +168,8 @@ impl StreamHandle {
     }
 
     /// Graceful stop: Close frame on the wire at once, then wait for the peer (close
-    /// timeout). No reconnect follows.
+    /// timeout). No reconnect follows. What is still delivered after it (what was queued,
+    /// and a message half received at the stop): [`Stream::stop`](feedwire_core::Stream::stop).
     pub fn stop(&self) {
         let _ = self.commands.send(Command::Stop);
     }
