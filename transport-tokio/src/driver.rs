@@ -543,8 +543,9 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
     /// would block, or it filled less than it was offered — tokio's `poll_read` then clears
     /// the socket's readiness itself (new bytes raise a new event), so no read is made only
     /// to find the socket empty (a system call per wake-up; on a paced stream, per message).
-    /// Whether anything was read (or the socket ended): `false` means the first poll found
-    /// nothing, and the socket holds the task's waker (or tokio's budget asked for a yield).
+    /// Whether the socket gave anything (bytes, its end or an error): `false` means the first
+    /// poll found nothing, and the socket holds the task's waker (or tokio's budget asked for
+    /// a yield).
     fn read(&mut self, cx: &mut Context<'_>) -> bool {
         let mut budget = READ_BUDGET;
         let mut progress = false;
