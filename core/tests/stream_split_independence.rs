@@ -183,6 +183,36 @@ fn binance_run(
     (format!("{:?}", h.take_events()), h.sent_frames())
 }
 
+/// The events before a stop made after the first `at` bytes, the events after it (the rest
+/// of the bytes, then the server's Close), and how many data messages the latter hold.
+fn binance_stop_run(
+    items: &[Item],
+    at: usize,
+    chunks: &[usize],
+    mode: Mode,
+) -> (String, String, usize) {
+    let mut h = Harness::new(StreamConfig::binance_stream("ws://127.0.0.1:9/stream"));
+    h.open_ws();
+    h.s.subscribe(&["btcusdt@aggTrade"], h.now).expect("open");
+    h.pump();
+    h.take_events();
+    let mut bytes = binance_bytes(items, false, &[]);
+    let at = at.min(bytes.len());
+    bytes.extend(server_frame(true, 8, &1000u16.to_be_bytes()));
+    feed_in(&mut h, &bytes[..at], chunks, mode);
+    let before = h.take_events();
+    h.s.stop(h.now);
+    h.pump();
+    feed_in(&mut h, &bytes[at..], chunks, mode);
+    h.advance(Duration::from_millis(10));
+    let after = h.take_events();
+    let data = after
+        .iter()
+        .filter(|e| matches!(e, StreamEvent::Data { .. }))
+        .count();
+    (format!("{before:?}"), format!("{after:?}"), data)
+}
+
 fn betfair_bytes(items: &[Item]) -> Vec<u8> {
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
@@ -258,6 +288,24 @@ proptest! {
         if !crashed && (trailing.is_empty() || !shutdown) {
             prop_assert_eq!(split.1, whole.1);
         }
+    }
+
+    /// What a stop delivers depends only on the bytes that arrived before it, not on how
+    /// they (or the ones after it) were cut into reads, nor on lending: at most the message
+    /// half received at the stop.
+    #[test]
+    fn what_a_stop_delivers_does_not_depend_on_read_boundaries(
+        items in prop::collection::vec(item(), 1..30),
+        permille in 0usize..=1000,
+        chunks in chunks(),
+    ) {
+        let items = [vec![Item::Data(0)], items].concat();
+        let at = binance_bytes(&items, false, &[]).len() * permille / 1000;
+        let whole = binance_stop_run(&items, at, &[1 << 20], Mode::Queue);
+        prop_assert!(whole.2 <= 1, "data after the stop: {}", whole.1);
+        prop_assert_eq!(&binance_stop_run(&items, at, &chunks, Mode::Queue), &whole);
+        prop_assert_eq!(&binance_stop_run(&items, at, &chunks, Mode::Lend), &whole);
+        prop_assert_eq!(&binance_stop_run(&items, at, &[1 << 20], Mode::Lend), &whole);
     }
 
     #[test]
