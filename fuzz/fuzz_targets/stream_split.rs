@@ -3,7 +3,9 @@
 //! authentication), fed with arbitrary read splits. Data messages take the stream's fast path
 //! and everything else the general one; checks: no panic, and the events (payloads included)
 //! do not depend on the splits, nor on whether data messages are queued or lent
-//! (`handle_read_with`; a lent message is recorded as the `Data` event it stands for).
+//! (`handle_read_with`; a lent message is recorded as the `Data` event it stands for). With a
+//! stop after some of the bytes (the split byte's high bits): the same, and after the stop at
+//! most one data message (the one half received then).
 #![no_main]
 
 use std::time::Instant;
@@ -55,7 +57,17 @@ fn feed(
     }
 }
 
-fn run(lines: bool, data: &[u8], max_read_size: usize, splits: &[u8], lend: bool) -> Vec<String> {
+/// Marks where the stop was made among the events.
+const STOP: &str = "-- stop --";
+
+fn run(
+    lines: bool,
+    data: &[u8],
+    stop_at: Option<usize>,
+    max_read_size: usize,
+    splits: &[u8],
+    lend: bool,
+) -> Vec<String> {
     let now = Instant::now();
     let mut config = if lines {
         let auth = BetfairAuth {
@@ -89,7 +101,16 @@ fn run(lines: bool, data: &[u8], max_read_size: usize, splits: &[u8], lend: bool
         let _ = s.subscribe(&["btcusdt@aggTrade"], now);
     }
     events.clear();
-    feed(&mut s, now, data, splits, lend, &mut events);
+    match stop_at {
+        Some(at) => {
+            feed(&mut s, now, &data[..at], splits, lend, &mut events);
+            s.stop(now);
+            drain(&mut s, &mut Vec::new(), &mut events);
+            events.push(STOP.to_owned());
+            feed(&mut s, now, &data[at..], splits, lend, &mut events);
+        }
+        None => feed(&mut s, now, data, splits, lend, &mut events),
+    }
     s.handle_eof(now);
     drain(&mut s, &mut Vec::new(), &mut events);
     events
@@ -100,14 +121,24 @@ fuzz_target!(|input: &[u8]| {
         return;
     };
     let lines = control & 1 == 1;
+    let stop = usize::from(*nsplits >> 3);
     let nsplits = usize::from(*nsplits % 8).min(rest.len());
     let (splits, data) = rest.split_at(nsplits);
     let max_read_size = 1 + usize::from((control >> 1) & 0x3F) * 37;
     let lend = control & 0x80 != 0;
-    let reference = run(lines, data, 256 * 1024, &[], false);
-    let split = run(lines, data, max_read_size, splits, lend);
+    // 1..=31: a stop after that many 32nds of the bytes.
+    let stop_at = (stop > 0).then(|| data.len() * stop / 32);
+    let reference = run(lines, data, stop_at, 256 * 1024, &[], false);
+    let split = run(lines, data, stop_at, max_read_size, splits, lend);
     assert_eq!(
         reference, split,
-        "events depend on read splits (lending: {lend})"
+        "events depend on read splits (lending: {lend}, stop at {stop_at:?})"
     );
+    if let Some(marker) = reference.iter().position(|e| e == STOP) {
+        let after = reference[marker..]
+            .iter()
+            .filter(|e| e.starts_with("Data"))
+            .count();
+        assert!(after <= 1, "{after} data messages after the stop");
+    }
 });
