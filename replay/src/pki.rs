@@ -14,6 +14,11 @@ pub struct TestPki {
     pub ca_der: CertificateDer<'static>,
     /// The CA certificate, PEM (for `--ca FILE`).
     pub ca_pem: String,
+    /// The server certificate (for 127.0.0.1 and localhost, signed by the CA), PEM: for a
+    /// server other than rustls (OpenSSL's `s_server` in the interop tests).
+    pub server_cert_pem: String,
+    /// The server certificate's private key, PKCS#8 PEM.
+    pub server_key_pem: String,
     pub(crate) server: Arc<ServerConfig>,
 }
 
@@ -44,6 +49,8 @@ impl TestPki {
         Ok(Self {
             ca_der: ca_cert.der().clone(),
             ca_pem: ca_cert.pem(),
+            server_cert_pem: cert.pem(),
+            server_key_pem: key.serialize_pem(),
             server: Arc::new(server),
         })
     }
