@@ -4,6 +4,7 @@
 pub mod adapter;
 pub mod blocking;
 pub mod scenarios;
+pub mod scratch;
 
 /// The README's Rust examples (core, tokio adapter, mio loop) compile as doctests here, where
 /// every crate is in scope, so they cannot rot.

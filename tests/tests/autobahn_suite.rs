@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use feedwire_tests::scratch::ScratchDir;
+
 /// How long the whole suite may take.
 const SUITE_LIMIT: Duration = Duration::from_secs(300);
 
@@ -41,28 +43,6 @@ fn wstest() -> Option<PathBuf> {
     }
     eprintln!("Autobahn|Testsuite not installed: skipped (tests/autobahn/install.sh installs it)");
     None
-}
-
-/// A directory of its own under the system's temporary one, removed on drop.
-struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    fn new() -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir =
-            std::env::temp_dir().join(format!("feedwire-autobahn-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// The fuzzingserver, killed on drop.
@@ -144,8 +124,8 @@ fn the_core_passes_every_case_of_the_autobahn_testsuite() {
     let Some(wstest) = wstest() else {
         return;
     };
-    let dir = ScratchDir::new();
-    let (_server, url) = start_fuzzingserver(&wstest, &dir.0);
+    let dir = ScratchDir::new("autobahn");
+    let (_server, url) = start_fuzzingserver(&wstest, dir.path());
     let agent = "feedwire";
     // The suite takes ~15 s; a client that stops answering makes every case wait for the
     // server's timeouts (a missing echo: 25 minutes), so the run has a limit of its own.
@@ -166,7 +146,7 @@ fn the_core_passes_every_case_of_the_autobahn_testsuite() {
         "{lines:#?}"
     );
 
-    let verdicts = verdicts(&dir.0.join("reports/index.json"), agent);
+    let verdicts = verdicts(&dir.path().join("reports/index.json"), agent);
     // Sections 1-10 (12 and 13 excluded): 301 cases in the suite's 0.8.2.
     assert!(verdicts.len() >= 300, "{} cases reported", verdicts.len());
     // OK, NON-STRICT (passed, but e.g. failed fast: a frame's protocol error came in the read

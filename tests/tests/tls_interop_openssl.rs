@@ -20,6 +20,7 @@ use feedwire_core::{
     tls_config_with_roots, Delimiter, LineClient, LineEvent, TlsError, TlsSession,
 };
 use feedwire_replay::TestPki;
+use feedwire_tests::scratch::ScratchDir;
 
 /// Whether `openssl` runs here; says so when it does not.
 fn openssl_available() -> bool {
@@ -33,30 +34,6 @@ fn openssl_available() -> bool {
         eprintln!("openssl not found: OpenSSL interop skipped");
     }
     ran
-}
-
-/// A directory of its own under the system's temporary one, removed on drop.
-struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    fn new(name: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "feedwire-openssl-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// `openssl s_server` for one connection: what is written to its standard input goes to the
@@ -164,8 +141,8 @@ fn run(
     reply_after: Option<usize>,
 ) -> (Vec<String>, String) {
     let pki = TestPki::generate().unwrap();
-    let dir = ScratchDir::new(name);
-    let mut server = OpensslServer::start(&dir.0, &pki, args);
+    let dir = ScratchDir::new(&format!("openssl-{name}"));
+    let mut server = OpensslServer::start(dir.path(), &pki, args);
     let mut input = server.input.take().unwrap();
     let feeder = std::thread::spawn(move || {
         for step in steps {
