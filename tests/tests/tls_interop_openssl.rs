@@ -173,7 +173,8 @@ fn run(
     sock.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let config = tls_config_with_roots(pki.root_store());
-    let mut tls = TlsSession::new(config, "127.0.0.1").unwrap();
+    // By name: the certificate is verified for `localhost`, and the name goes out as SNI.
+    let mut tls = TlsSession::new(config, "localhost").unwrap();
     // A client speaks first, as a Betfair client authenticates (the session sends it once
     // the handshake is done). s_server needs it too: when it reads its input before the
     // handshake, the handshake consumes the socket's readiness and s_server then blocks in
