@@ -1,7 +1,7 @@
 //! Client for the Autobahn|Testsuite fuzzingserver.
 //!
 //! ```text
-//! cargo run --release -p feedwire-core --example autobahn_client -- --url ws://127.0.0.1:9001 --agent feedwire
+//! cargo run --release -p feedwire-core --example autobahn_client -- --url ws://127.0.0.1:9001 --agent feedwire [--read-size BYTES]
 //! ```
 //! Protocol: `GET /getCaseCount` (one text message: the count), then for each case
 //! `/runCase?case=N&agent=NAME`, echoing every text and binary message unchanged until the
@@ -14,17 +14,26 @@ mod autobahn;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut url = "ws://127.0.0.1:9001".to_owned();
     let mut agent = "feedwire".to_owned();
+    let mut read_size = feedwire_core::WsConfig::default().max_read_size;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--url" => url = args.next().ok_or("--url needs a value")?,
             "--agent" => agent = args.next().ok_or("--agent needs a value")?,
+            "--read-size" => {
+                read_size = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|&n| n > 0)
+                    .ok_or("--read-size needs a byte count above 0")?
+            }
             other => {
-                return Err(
-                    format!("unknown argument {other:?}; use --url URL --agent NAME").into(),
+                return Err(format!(
+                    "unknown argument {other:?}; use --url URL --agent NAME [--read-size BYTES]"
                 )
+                .into())
             }
         }
     }
-    autobahn::run_suite(&url, &agent, |line| println!("{line}"))
+    autobahn::run_suite(&url, &agent, read_size, |line| println!("{line}"))
 }

@@ -104,7 +104,7 @@ fn runs_every_case_and_survives_a_failed_one() {
     rt.spawn(mock_fuzzingserver(listener, log.clone()));
 
     let mut lines = Vec::new();
-    autobahn::run_suite(&url, "feedwire-test", |l| lines.push(l)).unwrap();
+    autobahn::run_suite(&url, "feedwire-test", 256 * 1024, |l| lines.push(l)).unwrap();
 
     let log = log.lock().unwrap().clone();
     let paths: Vec<&String> = log.iter().filter(|l| l.starts_with('/')).collect();

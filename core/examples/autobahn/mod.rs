@@ -8,19 +8,25 @@ use std::time::Duration;
 use feedwire_core::{os_seed, Event, MessageKind, WebSocketClient, WsConfig};
 
 /// Runs every case the server announces, then asks it to update its reports. Each case's
-/// outcome goes to `report`; a failed case never stops the run.
+/// outcome goes to `report`; a failed case never stops the run. Each read takes at most
+/// `max_read_size` bytes (tiny reads cut every frame the peer sends at many places).
 pub(crate) fn run_suite(
     url: &str,
     agent: &str,
+    max_read_size: usize,
     mut report: impl FnMut(String),
 ) -> Result<(), Box<dyn std::error::Error>> {
     let url = url.trim_end_matches('/');
     let mut count_text = String::new();
-    run_connection(&format!("{url}/getCaseCount"), |_, kind, payload| {
-        if kind == MessageKind::Text {
-            count_text = String::from_utf8_lossy(payload).into_owned();
-        }
-    })?;
+    run_connection(
+        &format!("{url}/getCaseCount"),
+        max_read_size,
+        |_, kind, payload| {
+            if kind == MessageKind::Text {
+                count_text = String::from_utf8_lossy(payload).into_owned();
+            }
+        },
+    )?;
     let count: u32 = count_text
         .trim()
         .parse()
@@ -29,6 +35,7 @@ pub(crate) fn run_suite(
     for case in 1..=count {
         let result = run_connection(
             &format!("{url}/runCase?case={case}&agent={agent}"),
+            max_read_size,
             |ws, kind, payload| {
                 // Sending fails only once a close started; the server judges the case.
                 let _ = match kind {
@@ -43,7 +50,11 @@ pub(crate) fn run_suite(
             Err(e) => report(format!("case {case}/{count}: transport error: {e}")),
         }
     }
-    run_connection(&format!("{url}/updateReports?agent={agent}"), |_, _, _| {})?;
+    run_connection(
+        &format!("{url}/updateReports?agent={agent}"),
+        max_read_size,
+        |_, _, _| {},
+    )?;
     report(format!("reports updated for agent {agent}"));
     Ok(())
 }
@@ -52,11 +63,13 @@ pub(crate) fn run_suite(
 /// it ended; only transport errors (connect, socket I/O) are `Err`.
 fn run_connection(
     url: &str,
+    max_read_size: usize,
     mut on_message: impl FnMut(&mut WebSocketClient, MessageKind, &[u8]),
 ) -> Result<String, Box<dyn std::error::Error>> {
     let config = WsConfig {
         max_frame_size: 64 << 20,
         max_message_size: 64 << 20,
+        max_read_size,
         ..WsConfig::default()
     };
     let mut ws = WebSocketClient::new(url, config, os_seed())?;
