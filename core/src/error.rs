@@ -198,11 +198,12 @@ pub enum ConfigError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LineError {
-    /// A line grew beyond the configured maximum without a delimiter.
-    #[error("line of at least {len} bytes exceeds the limit of {max} bytes")]
+    /// A line grew beyond the configured maximum (its delimiter not counted). Refused as soon
+    /// as more than `max` of its bytes are in, whether its end has arrived or not; how many
+    /// more had arrived by then depends on where reads fell, so it is not reported (the
+    /// events of a stream never depend on read boundaries).
+    #[error("line longer than the limit of {max} bytes")]
     LineTooLong {
-        /// Line bytes seen so far.
-        len: usize,
         /// Configured limit, bytes.
         max: usize,
     },

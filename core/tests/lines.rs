@@ -55,23 +55,42 @@ fn too_long_line_is_a_typed_error_and_memory_stays_bounded() {
     }
     assert_eq!(
         events(&mut c),
-        vec![LineEvent::Failed(LineError::LineTooLong {
-            len: 11_000,
-            max: 10_000
-        })]
+        vec![LineEvent::Failed(LineError::LineTooLong { max: 10_000 })]
     );
     assert!(
         c.read_buffer_capacity() < 64 * 1024,
         "{}",
         c.read_buffer_capacity()
     );
+    assert_eq!(c.error(), Some(&LineError::LineTooLong { max: 10_000 }));
+}
+
+#[test]
+fn an_overlong_line_fails_the_same_way_wherever_reads_fall() {
+    // Found by the line_framer fuzz target: the error carried how many of the line's bytes
+    // had arrived when it was refused (4,128 in one cut of the reads, 4,140 in another).
+    let mut data = b"first\r\n".to_vec();
+    data.extend([b'x'; 5000]);
+    data.extend(b"\r\nlast\r\n");
+    let run = |piece: usize| {
+        let mut c = LineClient::new(Delimiter::CrLf, 64 * 1024, 4096);
+        for chunk in data.chunks(piece) {
+            c.handle_input(chunk);
+        }
+        c.handle_eof();
+        events(&mut c)
+    };
+    let whole = run(data.len());
     assert_eq!(
-        c.error(),
-        Some(&LineError::LineTooLong {
-            len: 11_000,
-            max: 10_000
-        })
+        whole,
+        vec![
+            line("first"),
+            LineEvent::Failed(LineError::LineTooLong { max: 4096 })
+        ]
     );
+    for piece in [1, 7, 100, 4096, 4097, 4103, 4104, 5000] {
+        assert_eq!(run(piece), whole, "pieces of {piece} bytes");
+    }
 }
 
 #[test]

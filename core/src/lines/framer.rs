@@ -80,10 +80,7 @@ impl LineFramer {
         let mut line_start = 0;
         for (line, next) in complete_lines(self.delimiter, input, self.searched) {
             if line.len() > self.max_line {
-                return Err(LineError::LineTooLong {
-                    len: line.len(),
-                    max: self.max_line,
-                });
+                return Err(LineError::LineTooLong { max: self.max_line });
             }
             out.push(line);
             line_start = next;
@@ -93,10 +90,7 @@ impl LineFramer {
         let content =
             pending - usize::from(self.delimiter == Delimiter::CrLf && input.ends_with(b"\r"));
         if content > self.max_line {
-            return Err(LineError::LineTooLong {
-                len: content,
-                max: self.max_line,
-            });
+            return Err(LineError::LineTooLong { max: self.max_line });
         }
         self.searched = pending;
         Ok(line_start)
@@ -163,7 +157,7 @@ mod tests {
         let mut out = Vec::new();
         assert!(matches!(
             f.split(&input[end..], &mut out),
-            Err(LineError::LineTooLong { len: 4, max: 3 })
+            Err(LineError::LineTooLong { max: 3 })
         ));
     }
 
@@ -210,12 +204,12 @@ mod tests {
         );
         assert_eq!(
             f.split(b"12345", &mut out),
-            Err(LineError::LineTooLong { len: 5, max: 4 })
+            Err(LineError::LineTooLong { max: 4 })
         );
         let mut f = LineFramer::new(Delimiter::CrLf, 4);
         assert_eq!(
             f.split(b"ok\r\n12345\r\n", &mut out),
-            Err(LineError::LineTooLong { len: 5, max: 4 })
+            Err(LineError::LineTooLong { max: 4 })
         );
     }
 }
