@@ -16,11 +16,12 @@
 mod autobahn;
 
 use std::collections::BTreeMap;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use feedwire_tests::peer::{free_loopback_port, PeerProcess};
 use feedwire_tests::scratch::ScratchDir;
 
 /// How long the whole suite may take.
@@ -46,46 +47,25 @@ fn wstest() -> Option<PathBuf> {
     None
 }
 
-/// The fuzzingserver, killed on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts the fuzzingserver on a free loopback port in `dir` (its reports go there) and
 /// waits until it accepts connections; returns it and its URL.
-fn start_fuzzingserver(wstest: &Path, dir: &Path) -> (Server, String) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+fn start_fuzzingserver(wstest: &Path, dir: &Path) -> (PeerProcess, String) {
+    let port = free_loopback_port();
     let url = format!("ws://127.0.0.1:{port}");
     let spec = format!(
         r#"{{"url": "{url}", "outdir": "./reports", "cases": ["*"],
             "exclude-cases": ["12.*", "13.*"], "exclude-agent-cases": {{}}}}"#
     );
     std::fs::write(dir.join("fuzzingserver.json"), spec).unwrap();
-    let log = std::fs::File::create(dir.join("fuzzingserver.log")).unwrap();
-    let child = Command::new(wstest)
-        .args(["-m", "fuzzingserver", "-s", "fuzzingserver.json"])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", wstest.display()));
-    let server = Server(child);
+    let mut command = Command::new(wstest);
+    command.args(["-m", "fuzzingserver", "-s", "fuzzingserver.json"]);
+    let server = PeerProcess::spawn(command, dir, "fuzzingserver.log");
     let deadline = Instant::now() + Duration::from_secs(60);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
             Instant::now() < deadline,
             "the fuzzingserver did not listen within 60 s: {}",
-            std::fs::read_to_string(dir.join("fuzzingserver.log")).unwrap_or_default()
+            server.log_text()
         );
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -11,15 +11,16 @@
 //! pass. The test CA and server certificate are made at test time.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use feedwire_core::{
     tls_config_with_roots, Delimiter, LineClient, LineEvent, TlsError, TlsSession,
 };
 use feedwire_replay::TestPki;
+use feedwire_tests::peer::{free_loopback_port, PeerProcess};
 use feedwire_tests::scratch::ScratchDir;
 
 /// Whether `openssl` runs here; says so when it does not.
@@ -40,9 +41,7 @@ fn openssl_available() -> bool {
 /// client (a line of `k` or `K` alone is a command: a KeyUpdate, the second asking the client
 /// to update too); closing its input makes it close the connection and exit. Killed on drop.
 struct OpensslServer {
-    child: Child,
-    input: Option<ChildStdin>,
-    log: PathBuf,
+    process: PeerProcess,
     port: u16,
 }
 
@@ -50,54 +49,30 @@ impl OpensslServer {
     fn start(dir: &Path, pki: &TestPki, args: &[&str]) -> Self {
         std::fs::write(dir.join("cert.pem"), &pki.server_cert_pem).unwrap();
         std::fs::write(dir.join("key.pem"), &pki.server_key_pem).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = dir.join("s_server.log");
-        let out = std::fs::File::create(&log).unwrap();
-        let mut child = Command::new("openssl")
+        let port = free_loopback_port();
+        let mut command = Command::new("openssl");
+        command
             .args(["s_server", "-accept", &format!("127.0.0.1:{port}")])
             .args([
                 "-cert", "cert.pem", "-key", "key.pem", "-naccept", "1", "-msg",
             ])
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::piped())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("openssl s_server starts");
-        let input = child.stdin.take();
-        let server = Self {
-            child,
-            input,
-            log,
-            port,
-        };
+            .args(args);
+        let process = PeerProcess::spawn(command, dir, "s_server.log");
         // Probing the port would use up its one connection: wait for it to say it listens.
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !server.log_text().contains("ACCEPT") {
+        while !process.log_text().contains("ACCEPT") {
             assert!(
                 Instant::now() < deadline,
                 "s_server did not listen within 30 s: {}",
-                server.log_text()
+                process.log_text()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        server
+        Self { process, port }
     }
 
     fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for OpensslServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.log_text()
     }
 }
 
@@ -143,7 +118,7 @@ fn run(
     let pki = TestPki::generate().unwrap();
     let dir = ScratchDir::new(&format!("openssl-{name}"));
     let mut server = OpensslServer::start(dir.path(), &pki, args);
-    let mut input = server.input.take().unwrap();
+    let mut input = server.process.take_input().unwrap();
     let feeder = std::thread::spawn(move || {
         for step in steps {
             match step {
@@ -225,7 +200,7 @@ fn run(
         !tls.is_closed_by_peer(),
         "{name}: s_server sends no close_notify"
     );
-    let _ = server.child.wait();
+    server.process.wait();
     let log = server.log_text();
     let greeting = std::str::from_utf8(GREETING).unwrap().trim_end();
     assert!(
