@@ -12,6 +12,21 @@ fn response(id: Option<ResponseId>, is_error: bool) -> Class {
     Class::Response { id, is_error }
 }
 
+/// `class` with a response's id left out.
+fn without_id(class: &Class) -> Class {
+    match class {
+        Class::Response { is_error, .. } => response(None, *is_error),
+        data => data.clone(),
+    }
+}
+
+fn response_id(class: &Class) -> Option<&ResponseId> {
+    match class {
+        Class::Response { id, .. } => id.as_ref(),
+        _ => None,
+    }
+}
+
 const DATA: Class = Class::Data {
     heartbeat: false,
     shutdown: false,
@@ -221,8 +236,9 @@ fn marker_at_bytes_255_256_257() {
     for at in [255usize, 256, 257] {
         let msg = marker_at(at);
         assert_eq!(msg.as_bytes()[at], b'"', "test setup for {at}");
+        // The marker decides, from the head; the id, past the head, is read from the rest.
         let expected = if at < 256 {
-            response(None, false)
+            response(Some(ResponseId::Int(1)), false)
         } else {
             DATA
         };
@@ -315,6 +331,60 @@ fn odd_ids() {
     );
 }
 
+/// `LIST_SUBSCRIPTIONS` answers list every stream before their `id`: past a dozen streams the
+/// id is beyond the head. The head still decides the class; the id is read from the rest.
+#[test]
+fn a_response_id_beyond_the_head_is_found_in_the_rest() {
+    let r = RouteRules::binance_stream();
+    let list = (0..30)
+        .map(|i| format!(r#""sym{i:03}usdt@aggTrade""#))
+        .collect::<Vec<_>>()
+        .join(",");
+    let answer = format!(r#"{{"result":[{list}],"id":7}}"#);
+    assert!(answer.len() > 2 * r.scan_len);
+    assert_eq!(
+        class(&answer, &r),
+        response(Some(ResponseId::Int(7)), false)
+    );
+    // Ids inside nested values are not the response's; brackets and quotes in strings do
+    // not end the nested value early.
+    let nested = format!(r#"{{"result":[{{"id":1,"s":"]}}\""}},{list}],"id" : "x-9"}}"#);
+    assert_eq!(
+        class(&nested, &r),
+        response(Some(ResponseId::Str(Bytes::from_static(b"x-9"))), false)
+    );
+    // An error answer too.
+    let error = format!(
+        r#"{{"error":{{"code":2,"msg":"{}"}},"id":3}}"#,
+        "m".repeat(300)
+    );
+    assert_eq!(class(&error, &r), response(Some(ResponseId::Int(3)), true));
+    // An id cut off by the end of the head (digits on both sides of byte 256) is read whole.
+    let pad = 256 - r#"{"result":"","id":12"#.len();
+    let cut = format!(r#"{{"result":"{}","id":12345}}"#, "p".repeat(pad));
+    assert_eq!(&cut[254..258], "1234");
+    assert_eq!(
+        class(&cut, &r),
+        response(Some(ResponseId::Int(12345)), false)
+    );
+    // No id anywhere, or JSON that breaks off before one: no id (and no panic).
+    for no_id in [
+        format!(r#"{{"result":[{list}]}}"#),
+        format!(r#"{{"result":[{list}]"#),
+        format!(r#"{{"result":[{list}],"id""#),
+        format!(r#"{{"result":[{list}],"id":"#),
+        format!(r#"{{"result":[{list}] "id":1}}"#),
+    ] {
+        assert_eq!(class(&no_id, &r), response(None, false), "{no_id}");
+    }
+    // Data is decided by its head alone: an `id` (or `result`) past it changes nothing.
+    let data = format!(
+        r#"{{"e":"trade","pad":"{}","result":null,"id":1}}"#,
+        "x".repeat(300)
+    );
+    assert_eq!(class(&data, &r), DATA);
+}
+
 #[test]
 fn duplicated_keys_first_occurrence_counts() {
     let r = RouteRules::binance_stream();
@@ -397,7 +467,9 @@ mod properties {
         }
 
         /// Classification looks at the head only: whatever follows byte `scan_len` cannot
-        /// change the class. Arbitrary bytes never panic.
+        /// change the class — only a response's id, and only when the head holds none
+        /// (then it is the first top-level id in the whole message). Arbitrary bytes never
+        /// panic.
         #[test]
         fn bytes_beyond_the_head_never_change_the_class(
             head in prop_oneof![
@@ -415,7 +487,13 @@ mod properties {
                 base.resize(base.len().max(scan_len), b' ');
                 let a = [&base[..], &tail_a[..]].concat();
                 let b = [&base[..scan_len], &tail_b[..]].concat();
-                prop_assert_eq!(classify(&Bytes::from(a), &rules), classify(&Bytes::from(b), &rules));
+                let head_alone = classify(&Bytes::copy_from_slice(&base[..scan_len]), &rules);
+                let (a, b) = (classify(&Bytes::from(a), &rules), classify(&Bytes::from(b), &rules));
+                prop_assert_eq!(without_id(&a), without_id(&b));
+                if let Class::Response { id: Some(id), .. } = &head_alone {
+                    prop_assert_eq!(response_id(&a), Some(id));
+                    prop_assert_eq!(response_id(&b), Some(id));
+                }
             }
         }
     }

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
 use feedwire_core::{
-    CloseInitiator, EndReason, Error, HandshakeError, RequestId, StreamConfig, StreamError,
-    StreamEvent, StreamState, TransportCommand,
+    CloseInitiator, EndReason, Error, HandshakeError, RequestId, RequestKind, StreamConfig,
+    StreamError, StreamEvent, StreamState, TransportCommand,
 };
 
 const URL: &str = "ws://127.0.0.1:9443/ws";
@@ -872,4 +872,46 @@ fn read_buf_is_empty_without_a_connection() {
     h.s.crash("gone", h.now);
     assert!(!h.s.is_connected());
     assert!(h.s.read_buf().is_empty());
+}
+
+#[test]
+fn a_list_of_many_subscriptions_meets_its_request() {
+    // Thirty streams: the answer's `id` follows a 700-byte list, far past the 256-byte head.
+    let names: Vec<String> = (0..30).map(|i| format!("sym{i:03}usdt@aggTrade")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut h = Harness::new(binance());
+    h.s.subscribe(&refs, h.now).unwrap();
+    h.open_ws();
+    h.sent_texts();
+    h.feed_text(r#"{"result":null,"id":1}"#);
+    h.take_events();
+    h.s.list_subscriptions(h.now).unwrap();
+    h.pump();
+    assert_eq!(
+        h.sent_texts(),
+        vec![r#"{"method":"LIST_SUBSCRIPTIONS","id":2}"#]
+    );
+    let list = names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(",");
+    let answer = format!(r#"{{"result":[{list}],"id":2}}"#);
+    h.feed_text(&answer);
+    assert_eq!(
+        h.take_events(),
+        vec![StreamEvent::Response {
+            id: RequestId::Int(2),
+            kind: RequestKind::ListSubscriptions,
+            payload: Bytes::from(answer),
+            is_error: false,
+        }]
+    );
+    h.advance(Duration::from_secs(60));
+    assert!(
+        !h.take_events()
+            .iter()
+            .any(|e| matches!(e, StreamEvent::RequestTimedOut { .. })),
+        "answered: no timeout"
+    );
 }

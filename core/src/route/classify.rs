@@ -1,5 +1,6 @@
 //! Head-scan classification of one message: response or data, the response's id and whether
-//! it is an error. Looks at no more than `scan_len` bytes.
+//! it is an error. Looks at no more than `scan_len` bytes, but for the id of a response whose
+//! head does not hold it (see [`Classifier::classify`]).
 
 use std::ops::Range;
 
@@ -9,7 +10,7 @@ use super::head_scan::{first_key_among, for_each_compact_pair, for_each_pair, va
 use super::head_shape::{HeadShapes, KeyRoles};
 use super::rules::{Condition, RouteRules};
 
-/// A response's id as found in its head.
+/// A response's id, as the message carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ResponseId {
     /// A non-negative integer that fits `u64`.
@@ -36,7 +37,8 @@ pub enum Class {
     },
     /// An endpoint response.
     Response {
-        /// Its id, if the head held a complete one.
+        /// Its id, if it has a complete one: from the head, or from the rest of the message
+        /// when the head holds none.
         id: Option<ResponseId>,
         /// It matched an error condition.
         is_error: bool,
@@ -404,7 +406,9 @@ impl Classifier {
         &self.rules
     }
 
-    /// Classifies `payload` by its first `scan_len` bytes.
+    /// Classifies `payload` by its first `scan_len` bytes. Only a response's id may come from
+    /// further on: when the head holds no complete one, the message's whole top level is
+    /// walked for it (a Binance `LIST_SUBSCRIPTIONS` answer puts its `id` after the list).
     pub fn classify(&self, payload: &Bytes) -> Class {
         match self.verdict(payload) {
             Verdict::Data {
@@ -417,10 +421,29 @@ impl Classifier {
                 extracted: extracted.map(|r| r.map(|r| payload.slice(r))),
             },
             Verdict::Response { id, is_error } => Class::Response {
-                id: id.and_then(|v| response_id(payload, &v)),
+                id: self.response_id(payload, id),
                 is_error,
             },
         }
+    }
+
+    /// The id of a message the head classified as a response: the id key's value in the
+    /// head, else — when the message runs past the head and the head holds no complete id —
+    /// the first id key's value in a walk of the message's whole top level. Binance's
+    /// `LIST_SUBSCRIPTIONS` answer lists every stream before its `id`, so the answer for a
+    /// connection with a dozen streams or more has it beyond 256 bytes; without the walk it
+    /// would meet no request. Only responses take the walk (never data, whose class the head
+    /// alone decides), and a walk costs time linear in the message's length (nested values
+    /// skipped bracket by bracket), once per answer.
+    fn response_id(&self, payload: &Bytes, in_head: Option<Value>) -> Option<ResponseId> {
+        let value = match in_head {
+            Some(Value::Truncated) | None if payload.len() > self.rules.scan_len => {
+                top_level_value(payload, self.rules.id_key.as_bytes())?
+            }
+            Some(value) => value,
+            None => return None,
+        };
+        response_id(payload, &value)
     }
 
     /// [`classify`](Self::classify) on borrowed bytes, with extracted values and the response
@@ -704,6 +727,20 @@ fn judge(head: &[u8], c: &Compiled, values: &[Option<Value>]) -> Verdict {
             extracted,
         }
     }
+}
+
+/// The value of the first top-level `key` of the object `payload` opens, walking all of it
+/// (nested objects and arrays skipped whole); `None` if the walk meets no such key.
+fn top_level_value(payload: &[u8], key: &[u8]) -> Option<Value> {
+    let mut found = None;
+    for_each_pair(payload, false, |k, value| {
+        if payload[k] != *key {
+            return true;
+        }
+        found = Some(value);
+        false
+    });
+    found
 }
 
 fn response_id(payload: &Bytes, value: &Value) -> Option<ResponseId> {

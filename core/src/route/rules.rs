@@ -54,7 +54,10 @@ impl Condition {
 
 /// How messages are told apart. A message is a **response** if any `response` condition
 /// holds on its head, else **data**. Only top-level keys whose bytes end inside the first
-/// `scan_len` bytes count; for duplicated keys the first occurrence counts.
+/// `scan_len` bytes count; for duplicated keys the first occurrence counts. One exception,
+/// off the data path: a response whose head holds no complete `id_key` value is walked to
+/// its end for it, so that an answer listing many streams before its id still meets its
+/// request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteRules {
     /// Bytes of each message examined (default 256). Classification cost depends on this,
@@ -69,7 +72,8 @@ pub struct RouteRules {
     /// For data: any of these → the server announces it will shut the connection down
     /// (Binance `serverShutdown`), so the stream should reconnect before it does.
     pub shutdown: Vec<Condition>,
-    /// The key carrying a response's request id.
+    /// The key carrying a response's request id (looked for past the head when the head
+    /// holds none).
     pub id_key: String,
     /// Keys whose string values are reported for data messages (at most three), e.g. the
     /// Betfair message type and stream position (`op`, `initialClk`, `clk`) so that a
