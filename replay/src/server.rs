@@ -298,6 +298,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let lines = shared.config.scenario.is_lines();
     let mut inbuf = Vec::with_capacity(4096);
     let mut start_now = false;
+    let mut subscriptions = Vec::new();
     if lines {
         let greeting = format!(
             "{{\"op\":\"connection\",\"connectionId\":\"replay-{}\"}}\r\n",
@@ -326,6 +327,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             .await?;
         inbuf.drain(..upgrade.head_len);
         start_now = upgrade.path.contains("streams=");
+        subscriptions = wire::path_streams(&upgrade.path)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
     }
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
     let reader = tokio::spawn(async move {
@@ -361,6 +366,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         started: start_now,
         silent: false,
         mute: false,
+        subscriptions,
         sent: 0,
         close_sent: false,
         shutdown_noticed: false,
@@ -377,6 +383,9 @@ struct Writer {
     silent: bool,
     /// Gone half-open (`Fault::GoSilent`): client frames get no answer.
     mute: bool,
+    /// The connection's streams, in the order subscribed (the path's first), as Binance
+    /// lists them in a `LIST_SUBSCRIPTIONS` answer.
+    subscriptions: Vec<String>,
     sent: usize,
     close_sent: bool,
     shutdown_noticed: bool,
@@ -619,16 +628,33 @@ impl Writer {
                 "{{\"id\":\"{id}\",\"status\":200,\"result\":{{}},\"rateLimits\":[{{\"rateLimitType\":\"REQUEST_WEIGHT\",\"interval\":\"MINUTE\",\"intervalNum\":1,\"limit\":6000,\"count\":1}}]}}"
             ));
         }
+        let params = wire::json_strings(text, "params");
         Some(match wire::json_field(text, "method") {
             Some("SUBSCRIBE") => {
                 self.started = true;
                 self.silent =
                     matches!(self.shared.config.fault, Some(Fault::SilenceAfterSubscribe));
+                for stream in params {
+                    if !self.subscriptions.iter().any(|s| s == stream) {
+                        self.subscriptions.push(stream.to_owned());
+                    }
+                }
                 format!("{{\"result\":null,\"id\":{id}}}")
             }
-            Some("UNSUBSCRIBE") => format!("{{\"result\":null,\"id\":{id}}}"),
+            Some("UNSUBSCRIBE") => {
+                self.subscriptions.retain(|s| !params.contains(&s.as_str()));
+                format!("{{\"result\":null,\"id\":{id}}}")
+            }
             Some("LIST_SUBSCRIPTIONS") => {
-                format!("{{\"result\":[\"btcusdt@aggTrade\"],\"id\":{id}}}")
+                // The real envelope: every stream, then the id (past 256 bytes for a dozen
+                // streams or more).
+                let list = self
+                    .subscriptions
+                    .iter()
+                    .map(|s| format!("\"{s}\""))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                format!("{{\"result\":[{list}],\"id\":{id}}}")
             }
             _ => format!("{{\"error\":{{\"code\":2,\"msg\":\"Invalid request\"}},\"id\":{id}}}"),
         })

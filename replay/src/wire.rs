@@ -144,6 +144,33 @@ pub(crate) fn json_field<'a>(json: &'a str, key: &str) -> Option<&'a str> {
     Some(rest[..end].trim())
 }
 
+/// The strings of the array value of `key` (`"params":["a@b","c@d"]`), as a client sends
+/// stream names: no escapes. Empty when the key or the array is missing.
+pub(crate) fn json_strings<'a>(json: &'a str, key: &str) -> Vec<&'a str> {
+    let pat = format!("\"{key}\":");
+    let Some(at) = json.find(&pat).map(|at| at + pat.len()) else {
+        return Vec::new();
+    };
+    let Some(rest) = json[at..].trim_start().strip_prefix('[') else {
+        return Vec::new();
+    };
+    let Some(end) = rest.find(']') else {
+        return Vec::new();
+    };
+    rest[..end]
+        .split(',')
+        .filter_map(|s| s.trim().strip_prefix('"')?.strip_suffix('"'))
+        .collect()
+}
+
+/// The streams a combined-stream path names (`/stream?streams=a@b/c@d`), in order.
+pub(crate) fn path_streams(path: &str) -> Vec<&str> {
+    path.split_once("streams=")
+        .map(|(_, list)| list.split('&').next().unwrap_or(""))
+        .map(|list| list.split('/').filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +182,15 @@ mod tests {
         assert_eq!(json_field(m, "id"), Some("7"));
         let u = r#"{"id":"e2a8-uuid","method":"time"}"#;
         assert_eq!(json_field(u, "id"), Some("e2a8-uuid"));
+        let s = r#"{"method":"SUBSCRIBE","params":["a@b", "c@d"],"id":8}"#;
+        assert_eq!(json_strings(s, "params"), vec!["a@b", "c@d"]);
+        assert!(json_strings(r#"{"method":"LIST_SUBSCRIPTIONS","id":9}"#, "params").is_empty());
+        assert!(json_strings(r#"{"params":[],"id":9}"#, "params").is_empty());
+        assert_eq!(
+            path_streams("/stream?streams=btcusdt@aggTrade/ethusdt@depth20&x=1"),
+            vec!["btcusdt@aggTrade", "ethusdt@depth20"]
+        );
+        assert!(path_streams("/ws").is_empty());
     }
 
     #[test]

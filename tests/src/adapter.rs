@@ -28,8 +28,14 @@ pub trait Session {
     fn next_event(&mut self, timeout: Duration) -> Result<Option<StreamEvent>, ()>;
     /// Subscribes Binance streams.
     fn subscribe(&mut self, streams: &[&str]) -> Result<(), String>;
+    /// Unsubscribes Binance streams.
+    fn unsubscribe(&mut self, streams: &[&str]) -> Result<(), String>;
+    /// Asks for the connection's Binance streams (the answer is an event).
+    fn list_subscriptions(&mut self) -> Result<(), String>;
     /// Sets the Betfair market subscription.
     fn subscribe_markets(&mut self, sub: BetfairSubscription) -> Result<(), String>;
+    /// Sets the Betfair order subscription.
+    fn subscribe_orders(&mut self, sub: BetfairSubscription) -> Result<(), String>;
     /// Sends a text message or line.
     fn send_text(&mut self, text: &str) -> Result<(), String>;
     /// Sends a binary message.
@@ -168,9 +174,27 @@ impl Session for TokioSession {
             .map_err(|e| e.to_string())
     }
 
+    fn unsubscribe(&mut self, streams: &[&str]) -> Result<(), String> {
+        self.rt
+            .block_on(self.handle.unsubscribe(streams))
+            .map_err(|e| e.to_string())
+    }
+
+    fn list_subscriptions(&mut self) -> Result<(), String> {
+        self.rt
+            .block_on(self.handle.list_subscriptions())
+            .map_err(|e| e.to_string())
+    }
+
     fn subscribe_markets(&mut self, sub: BetfairSubscription) -> Result<(), String> {
         self.rt
             .block_on(self.handle.subscribe_markets(sub))
+            .map_err(|e| e.to_string())
+    }
+
+    fn subscribe_orders(&mut self, sub: BetfairSubscription) -> Result<(), String> {
+        self.rt
+            .block_on(self.handle.subscribe_orders(sub))
             .map_err(|e| e.to_string())
     }
 
@@ -295,9 +319,27 @@ impl<H: feedwire_mio::DataHandler + Send + 'static> Session for MioSession<H> {
             .map_err(|e| e.to_string())
     }
 
+    fn unsubscribe(&mut self, streams: &[&str]) -> Result<(), String> {
+        self.handle
+            .unsubscribe(self.id, streams)
+            .map_err(|e| e.to_string())
+    }
+
+    fn list_subscriptions(&mut self) -> Result<(), String> {
+        self.handle
+            .list_subscriptions(self.id)
+            .map_err(|e| e.to_string())
+    }
+
     fn subscribe_markets(&mut self, sub: BetfairSubscription) -> Result<(), String> {
         self.handle
             .subscribe_markets(self.id, sub)
+            .map_err(|e| e.to_string())
+    }
+
+    fn subscribe_orders(&mut self, sub: BetfairSubscription) -> Result<(), String> {
+        self.handle
+            .subscribe_orders(self.id, sub)
             .map_err(|e| e.to_string())
     }
 
@@ -315,7 +357,7 @@ impl<H: feedwire_mio::DataHandler + Send + 'static> Session for MioSession<H> {
 
     fn request(&mut self, method: &str) -> Result<Bytes, String> {
         self.handle
-            .request(self.id, method)
+            .request(self.id, method, None)
             .map_err(|e| e.to_string())
     }
 

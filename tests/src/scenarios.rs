@@ -10,7 +10,7 @@ use bytes::Bytes;
 use feedwire_core::testing::accept_response;
 use feedwire_core::{
     BetfairAuth, BetfairSubscription, CloseInitiator, EndReason, Error, HandshakeError,
-    StreamConfig, StreamEvent,
+    RequestKind, StreamConfig, StreamEvent,
 };
 use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario};
 
@@ -184,7 +184,7 @@ pub fn a_large_frame_trickling_in_is_not_taken_for_silence(adapter: &dyn Adapter
     s.stop();
 }
 
-/// Betfair lines over TLS: authentication, market subscription, every mcm line.
+/// Betfair lines over TLS: authentication, market and order subscriptions, every mcm line.
 pub fn betfair_lines_over_tls(adapter: &dyn Adapter) {
     let srv = replay(ReplayConfig {
         count: Some(5_000),
@@ -203,10 +203,27 @@ pub fn betfair_lines_over_tls(adapter: &dyn Adapter) {
         heartbeat_ms: Some(5000),
         conflate_ms: None,
     };
-    s.subscribe_markets(sub).unwrap();
+    s.subscribe_markets(sub.clone()).unwrap();
+    s.subscribe_orders(BetfairSubscription {
+        filter_json: "{}".into(),
+        ..sub
+    })
+    .unwrap();
     let (data, others) = consume(s.as_mut(), 5_000);
     assert_eq!(data, 5_000);
     assert!(others.contains(&StreamEvent::Authenticated), "{others:?}");
+    let subscribed: Vec<_> = others
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Subscribed { streams, .. } => Some(streams.join(",")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        subscribed,
+        ["marketSubscription", "orderSubscription"],
+        "{others:?}"
+    );
 }
 
 /// stop() on a stream receiving nothing: only our Close (and its echo) can end it.
@@ -562,6 +579,68 @@ pub fn ws_api_request_resolves(adapter: &dyn Adapter) {
     while next(s.as_mut()).is_some() {}
 }
 
+/// The streams a `LIST_SUBSCRIPTIONS` answer lists, from the next such answer (data and
+/// other events skipped).
+fn listed_streams(s: &mut dyn Session) -> Vec<String> {
+    loop {
+        match next(s) {
+            Some(StreamEvent::Response {
+                kind: RequestKind::ListSubscriptions,
+                payload,
+                is_error: false,
+                ..
+            }) => {
+                let text = std::str::from_utf8(&payload).expect("UTF-8 answer");
+                let list = text
+                    .strip_prefix(r#"{"result":["#)
+                    .and_then(|rest| rest.split_once(']'))
+                    .map(|(list, _)| list)
+                    .unwrap_or_else(|| panic!("a list answer: {text}"));
+                return list
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.trim_matches('"').to_owned())
+                    .collect();
+            }
+            Some(StreamEvent::UnsolicitedResponse { payload, .. }) => {
+                panic!("the answer met no request: {payload:?}")
+            }
+            Some(_) => {}
+            None => panic!("the stream ended first"),
+        }
+    }
+}
+
+/// `LIST_SUBSCRIPTIONS` answers list every stream before their id: with thirty streams the
+/// id is far past the 256-byte head that classifies messages. Each answer still meets its
+/// request (as a `Response` event), after a subscribe and after an unsubscribe.
+pub fn many_subscriptions_are_listed(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        count: Some(100),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut s = start(
+        adapter,
+        StreamConfig::binance_stream(&srv.subscribe_url()),
+        &srv,
+    );
+    let names: Vec<String> = (0..30).map(|i| format!("sym{i:03}usdt@aggTrade")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    s.subscribe(&refs).unwrap();
+    wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Subscribed { .. }));
+    s.list_subscriptions().unwrap();
+    assert_eq!(listed_streams(s.as_mut()), names);
+    s.unsubscribe(&refs[..10]).unwrap();
+    wait_for(s.as_mut(), |e| {
+        matches!(e, StreamEvent::Unsubscribed { .. })
+    });
+    s.list_subscriptions().unwrap();
+    assert_eq!(listed_streams(s.as_mut()), names[10..]);
+    s.stop();
+    assert_eq!(last_event(s.as_mut()), Some(CLOSED_BY_US));
+}
+
 /// An independent server (tokio-tungstenite on its own thread) that echoes data messages.
 fn tungstenite_echo_server() -> SocketAddr {
     use futures_util::{SinkExt, StreamExt};
@@ -708,6 +787,7 @@ macro_rules! adapter_scenarios {
             silence_after_data_hits_the_idle_timeout,
             unanswered_handshake_hits_the_connect_timeout,
             ws_api_request_resolves,
+            many_subscriptions_are_listed,
             unanswered_request_times_out,
             reconnect_resubscribes_and_data_flows_again,
             interop_echo_0_bytes_to_1_mib,

@@ -138,6 +138,18 @@ impl<H: DataHandler + Send + 'static> MioLoop<H> {
         self.call(|r| Command::Subscribe(id, streams, r))
     }
 
+    /// Unsubscribes Binance streams; one not subscribed is an error and nothing is sent.
+    pub fn unsubscribe(&mut self, id: StreamId, streams: &[&str]) -> Result<(), LoopError> {
+        let streams = streams.iter().map(|s| (*s).to_owned()).collect();
+        self.call(|r| Command::Unsubscribe(id, streams, r))
+    }
+
+    /// Asks a Binance stream endpoint for the connection's streams; the answer reaches the
+    /// stream's handler as a [`StreamEvent::Response`](feedwire_core::StreamEvent::Response).
+    pub fn list_subscriptions(&mut self, id: StreamId) -> Result<(), LoopError> {
+        self.call(|r| Command::ListSubscriptions(id, r))
+    }
+
     /// Sets the Betfair market subscription.
     pub fn subscribe_markets(
         &mut self,
@@ -145,6 +157,15 @@ impl<H: DataHandler + Send + 'static> MioLoop<H> {
         sub: BetfairSubscription,
     ) -> Result<(), LoopError> {
         self.call(|r| Command::SubscribeMarkets(id, sub, r))
+    }
+
+    /// Sets the Betfair order subscription.
+    pub fn subscribe_orders(
+        &mut self,
+        id: StreamId,
+        sub: BetfairSubscription,
+    ) -> Result<(), LoopError> {
+        self.call(|r| Command::SubscribeOrders(id, sub, r))
     }
 
     /// Sends a text message or line.

@@ -298,11 +298,30 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 });
                 let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
             }
+            Command::Unsubscribe(id, streams, reply) => {
+                let refs: Vec<&str> = streams.iter().map(String::as_str).collect();
+                let r = self.with(id, |e| {
+                    e.stream.unsubscribe(&refs, now).map_err(LoopError::from)
+                });
+                let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
+            }
+            Command::ListSubscriptions(id, reply) => {
+                let r = self.with(id, |e| {
+                    e.stream.list_subscriptions(now).map_err(LoopError::from)
+                });
+                let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
+            }
             Command::SubscribeMarkets(id, sub, reply) => {
                 let r = self.with(id, |e| {
                     e.stream
                         .subscribe_markets(sub, now)
                         .map_err(LoopError::from)
+                });
+                let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
+            }
+            Command::SubscribeOrders(id, sub, reply) => {
+                let r = self.with(id, |e| {
+                    e.stream.subscribe_orders(sub, now).map_err(LoopError::from)
                 });
                 let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
             }
@@ -314,10 +333,10 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 let r = self.with(id, |e| e.stream.send_binary(&data).map_err(LoopError::from));
                 let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
             }
-            Command::Request(id, method, reply) => {
+            Command::Request(id, method, params, reply) => {
                 let entry = self.streams.get_mut(id.index, id.generation);
                 match entry {
-                    Some(e) => match e.stream.request(&method, None, now) {
+                    Some(e) => match e.stream.request(&method, params.as_deref(), now) {
                         Ok(rid) => {
                             e.awaited.insert(rid, reply);
                         }

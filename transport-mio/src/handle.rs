@@ -127,10 +127,13 @@ pub(crate) enum Command<H> {
     Stop(StreamId),
     Crash(StreamId, String),
     Subscribe(StreamId, Vec<String>, Reply<()>),
+    Unsubscribe(StreamId, Vec<String>, Reply<()>),
+    ListSubscriptions(StreamId, Reply<()>),
     SubscribeMarkets(StreamId, BetfairSubscription, Reply<()>),
+    SubscribeOrders(StreamId, BetfairSubscription, Reply<()>),
     SendText(StreamId, String, Reply<()>),
     SendBinary(StreamId, Vec<u8>, Reply<()>),
-    Request(StreamId, String, Reply<Bytes>),
+    Request(StreamId, String, Option<String>, Reply<Bytes>),
     Resolved(StreamId, Result<Vec<std::net::SocketAddr>, String>),
     Shutdown,
 }
@@ -142,7 +145,10 @@ impl<H> Command<H> {
             Self::Stop(id)
             | Self::Crash(id, _)
             | Self::Subscribe(id, ..)
+            | Self::Unsubscribe(id, ..)
+            | Self::ListSubscriptions(id, _)
             | Self::SubscribeMarkets(id, ..)
+            | Self::SubscribeOrders(id, ..)
             | Self::SendText(id, ..)
             | Self::SendBinary(id, ..)
             | Self::Request(id, ..)
@@ -239,6 +245,20 @@ impl<H> LoopHandle<H> {
         self.call(|r| Command::Subscribe(id, streams, r))
     }
 
+    /// Unsubscribes Binance streams; one not subscribed is an error and nothing is sent.
+    pub fn unsubscribe(&self, id: StreamId, streams: &[&str]) -> Result<(), LoopError> {
+        let streams = streams.iter().map(|s| (*s).to_owned()).collect();
+        self.call(|r| Command::Unsubscribe(id, streams, r))
+    }
+
+    /// Asks a Binance stream endpoint for the connection's streams (the stream must be
+    /// open); the answer reaches the stream's handler as
+    /// [`StreamEvent::Response`](feedwire_core::StreamEvent::Response) with
+    /// [`RequestKind::ListSubscriptions`](feedwire_core::RequestKind::ListSubscriptions).
+    pub fn list_subscriptions(&self, id: StreamId) -> Result<(), LoopError> {
+        self.call(|r| Command::ListSubscriptions(id, r))
+    }
+
     /// Sets the Betfair market subscription.
     pub fn subscribe_markets(
         &self,
@@ -246,6 +266,15 @@ impl<H> LoopHandle<H> {
         sub: BetfairSubscription,
     ) -> Result<(), LoopError> {
         self.call(|r| Command::SubscribeMarkets(id, sub, r))
+    }
+
+    /// Sets the Betfair order subscription.
+    pub fn subscribe_orders(
+        &self,
+        id: StreamId,
+        sub: BetfairSubscription,
+    ) -> Result<(), LoopError> {
+        self.call(|r| Command::SubscribeOrders(id, sub, r))
     }
 
     /// Sends a text message or line.
@@ -260,10 +289,16 @@ impl<H> LoopHandle<H> {
         self.call(|r| Command::SendBinary(id, data, r))
     }
 
-    /// A Binance WebSocket API request; blocks until its response (or the request timeout).
-    pub fn request(&self, id: StreamId, method: &str) -> Result<Bytes, LoopError> {
-        let method = method.to_owned();
-        self.call(|r| Command::Request(id, method, r))
+    /// A Binance WebSocket API request (`params_json`: a JSON value, or none); blocks until
+    /// its response (or the request timeout).
+    pub fn request(
+        &self,
+        id: StreamId,
+        method: &str,
+        params_json: Option<&str>,
+    ) -> Result<Bytes, LoopError> {
+        let (method, params) = (method.to_owned(), params_json.map(str::to_owned));
+        self.call(|r| Command::Request(id, method, params, r))
     }
 
     /// Stops the loop (streams are dropped) and waits for its thread.

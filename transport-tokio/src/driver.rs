@@ -402,6 +402,9 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 let refs: Vec<&str> = streams.iter().map(String::as_str).collect();
                 let _ = reply.send(self.stream.unsubscribe(&refs, now));
             }
+            Command::ListSubscriptions(reply) => {
+                let _ = reply.send(self.stream.list_subscriptions(now));
+            }
             Command::SubscribeMarkets(sub, reply) => {
                 let _ = reply.send(self.stream.subscribe_markets(sub, now));
             }

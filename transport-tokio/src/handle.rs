@@ -91,6 +91,7 @@ pub(crate) enum Command {
     },
     Subscribe(Vec<String>, Reply),
     Unsubscribe(Vec<String>, Reply),
+    ListSubscriptions(Reply),
     SubscribeMarkets(BetfairSubscription, Reply),
     SubscribeOrders(BetfairSubscription, Reply),
     Stop,
@@ -155,6 +156,13 @@ impl StreamHandle {
     pub async fn unsubscribe(&self, streams: &[&str]) -> Result<(), CommandError> {
         let streams = streams.iter().map(|s| (*s).to_owned()).collect();
         self.call(|r| Command::Unsubscribe(streams, r)).await
+    }
+
+    /// Asks a Binance stream endpoint for the connection's streams (the stream must be
+    /// open); the answer arrives among the events as
+    /// [`StreamEvent::Response`] with [`RequestKind::ListSubscriptions`](feedwire_core::RequestKind::ListSubscriptions).
+    pub async fn list_subscriptions(&self) -> Result<(), CommandError> {
+        self.call(Command::ListSubscriptions).await
     }
 
     /// Sets the Betfair market subscription (resent with the latest clk after reconnects).
