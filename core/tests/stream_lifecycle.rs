@@ -488,6 +488,17 @@ fn subscription_limits_and_unknown_unsubscribe_are_typed_errors() {
     assert_eq!(h.s.subscriptions().count(), 1023);
 }
 
+/// An answered request: a minute on, no timeout is reported for it.
+fn assert_no_timeout_follows(h: &mut Harness) {
+    h.advance(Duration::from_secs(60));
+    assert!(
+        !h.take_events()
+            .iter()
+            .any(|e| matches!(e, StreamEvent::RequestTimedOut { .. })),
+        "answered: no timeout"
+    );
+}
+
 #[test]
 fn request_timeout_is_reported_once() {
     let mut h = open(StreamConfig::binance_ws_api(
@@ -531,13 +542,7 @@ fn ws_api_response_is_matched_to_its_request() {
         matches!(&evs[..], [StreamEvent::Response { id: i, is_error: false, .. }] if *i == id),
         "{evs:?}"
     );
-    h.advance(Duration::from_secs(60));
-    assert!(
-        !h.take_events()
-            .iter()
-            .any(|e| matches!(e, StreamEvent::RequestTimedOut { .. })),
-        "answered: no timeout"
-    );
+    assert_no_timeout_follows(&mut h);
 }
 
 #[test]
@@ -907,11 +912,5 @@ fn a_list_of_many_subscriptions_meets_its_request() {
             is_error: false,
         }]
     );
-    h.advance(Duration::from_secs(60));
-    assert!(
-        !h.take_events()
-            .iter()
-            .any(|e| matches!(e, StreamEvent::RequestTimedOut { .. })),
-        "answered: no timeout"
-    );
+    assert_no_timeout_follows(&mut h);
 }
