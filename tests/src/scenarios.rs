@@ -282,6 +282,88 @@ pub fn accept_upgrade(sock: &mut std::net::TcpStream) {
     sock.write_all(&accept_response(&head)).expect("101");
 }
 
+/// A peer that floods Pings and reads nothing: the client keeps reading, and what it queues
+/// for the peer stays bounded — when the peer finally reads, it finds at most the kernel's
+/// buffers and the adapter's backlog of Pongs, not one per Ping — and the latest Ping is
+/// answered. Then data still flows.
+pub fn a_ping_flood_from_a_peer_that_does_not_read_stays_bounded(adapter: &dyn Adapter) {
+    const FLOOD: usize = 16 << 20; // bytes of Pings
+    const PING: usize = 125 + 2;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().unwrap();
+        accept_upgrade(&mut sock);
+        // A client that stopped reading would block this write: fail instead of hanging.
+        sock.set_write_timeout(Some(TIMEOUT)).unwrap();
+        let mut batch = Vec::with_capacity(1024 * PING);
+        let mut pings = 0usize;
+        while pings * PING < FLOOD {
+            batch.clear();
+            for _ in 0..1024 {
+                let mut payload = [b'.'; 125];
+                let n = pings.to_string();
+                payload[..n.len()].copy_from_slice(n.as_bytes());
+                feedwire_core::push_server_frame(&mut batch, true, 9, &payload);
+                pings += 1;
+            }
+            sock.write_all(&batch)
+                .expect("the client keeps reading Pings");
+        }
+        let last = {
+            let mut payload = [b'.'; 125];
+            let n = (pings - 1).to_string();
+            payload[..n.len()].copy_from_slice(n.as_bytes());
+            payload.to_vec()
+        };
+        // Now read what the client queued meanwhile, until it has been quiet a while.
+        sock.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut received = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match sock.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+                Err(_) => break,
+            }
+        }
+        let frames = feedwire_core::testing::decode_client_frames(&received);
+        sock.write_all(&feedwire_core::testing::server_frame(
+            true,
+            1,
+            b"after the flood",
+        ))
+        .unwrap();
+        (pings, received.len(), frames, last, sock)
+    });
+    let mut s = adapter.start(
+        StreamConfig::binance_stream(&format!("ws://{addr}/ws")),
+        None,
+        CAPACITY,
+    );
+    wait_for(
+        s.as_mut(),
+        |e| matches!(e, StreamEvent::Data { payload, .. } if payload == "after the flood"),
+    );
+    let (pings, received, frames, last, _sock) = peer.join().expect("peer");
+    assert!(frames.iter().all(|(_, op, _)| *op == 0xA), "only Pongs");
+    // Unbounded, the client would have queued a Pong per Ping: 16 MiB of them. Bounded, the
+    // peer finds what the two sockets' buffers and the adapter's backlog hold.
+    assert!(
+        received < 4 << 20,
+        "{received} bytes of Pongs queued for {pings} Pings"
+    );
+    assert_eq!(
+        frames.last().map(|f| &f.2),
+        Some(&last),
+        "the latest Ping answered"
+    );
+    // (This peer would not answer a Close: end at once.)
+    s.crash("done");
+    while next(s.as_mut()).is_some() {}
+}
+
 /// An unanswered request times out, reported to its caller only, once.
 pub fn unanswered_request_times_out(adapter: &dyn Adapter) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -788,6 +870,7 @@ macro_rules! adapter_scenarios {
             unanswered_handshake_hits_the_connect_timeout,
             ws_api_request_resolves,
             many_subscriptions_are_listed,
+            a_ping_flood_from_a_peer_that_does_not_read_stays_bounded,
             unanswered_request_times_out,
             reconnect_resubscribes_and_data_flows_again,
             interop_echo_0_bytes_to_1_mib,

@@ -230,20 +230,13 @@ pub(crate) fn pump<H: DataHandler + Send + 'static>(
     id: StreamId,
     registry: &mio::Registry,
 ) {
-    while let Some(chunk) = e.stream.poll_transmit() {
-        if let Some(sock) = e.sock.as_mut() {
-            match sock.tls.as_mut() {
-                Some(tls) => tls.write_plaintext(&chunk),
-                None => sock.out.push(chunk),
-            }
+    let stream = &mut e.stream;
+    match e.sock.as_mut() {
+        // Bounded: what a peer that does not read leaves unsent stays in the stream.
+        Some(sock) => {
+            sock.out.fill(|| stream.poll_transmit(), sock.tls.as_mut());
         }
-    }
-    if let Some(sock) = e.sock.as_mut() {
-        if let Some(tls) = sock.tls.as_mut() {
-            while let Some(c) = tls.poll_transmit() {
-                sock.out.push(c);
-            }
-        }
+        None => while stream.poll_transmit().is_some() {},
     }
     flush(e, registry, id);
     while let Some(cmd) = e.stream.poll_transport() {
@@ -254,6 +247,11 @@ pub(crate) fn pump<H: DataHandler + Send + 'static>(
             TransportCommand::Disconnect => {
                 if let Some(mut sock) = e.sock.take() {
                     if !matches!(e.stream.state(), feedwire_core::StreamState::Crashed(_)) {
+                        // Every byte the stream still holds for this connection (its Close
+                        // frame): none may be left to go out on the next one.
+                        let stream = &mut e.stream;
+                        sock.out
+                            .fill_all(|| stream.poll_transmit(), sock.tls.as_mut());
                         if let Some(tls) = sock.tls.as_mut() {
                             tls.send_close_notify();
                             while let Some(c) = tls.poll_transmit() {
@@ -356,11 +354,17 @@ pub(crate) fn flush<H>(e: &mut Entry<H>, registry: &mio::Registry, id: StreamId)
             sock.out.push(c);
         }
     }
-    let tcp = &mut sock.tcp;
-    if let Err(err) = sock.out.write_with(|slices| tcp.write_vectored(slices)) {
-        return e
-            .stream
-            .handle_transport_error(&err.to_string(), Instant::now());
+    // While a write empties the queue, take more from the stream (a backlog held back while
+    // the peer was not reading) and write again.
+    let stream = &mut e.stream;
+    loop {
+        let tcp = &mut sock.tcp;
+        if let Err(err) = sock.out.write_with(|slices| tcp.write_vectored(slices)) {
+            return stream.handle_transport_error(&err.to_string(), Instant::now());
+        }
+        if !sock.out.is_empty() || !sock.out.fill(|| stream.poll_transmit(), sock.tls.as_mut()) {
+            break;
+        }
     }
     let want = !sock.out.is_empty();
     if want != sock.writable_interest {

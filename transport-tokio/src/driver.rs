@@ -419,18 +419,13 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
     /// Moves the core's output where it goes: bytes to the socket queue (through TLS),
     /// transport commands to sockets, events towards the application.
     fn pump(&mut self) {
-        while let Some(chunk) = self.stream.poll_transmit() {
-            if let Some(conn) = self.conn.as_mut() {
-                match conn.tls.as_mut() {
-                    Some(tls) => {
-                        tls.write_plaintext(&chunk);
-                        while let Some(c) = tls.poll_transmit() {
-                            conn.out.push(c);
-                        }
-                    }
-                    None => conn.out.push(chunk),
-                }
+        let stream = &mut self.stream;
+        match self.conn.as_mut() {
+            // Bounded: what a peer that does not read leaves unsent stays in the stream.
+            Some(conn) => {
+                conn.out.fill(|| stream.poll_transmit(), conn.tls.as_mut());
             }
+            None => while stream.poll_transmit().is_some() {},
         }
         while let Some(cmd) = self.stream.poll_transport() {
             match cmd {
@@ -459,6 +454,11 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         if matches!(self.stream.state(), feedwire_core::StreamState::Crashed(_)) {
             return; // dropped at once
         }
+        // Every byte the stream still holds for this connection (its Close frame), so that
+        // none is left to go out on the next one.
+        let stream = &mut self.stream;
+        conn.out
+            .fill_all(|| stream.poll_transmit(), conn.tls.as_mut());
         // Let the last bytes (a Close frame, TLS close_notify) out, briefly, off the hot path.
         if let Some(tls) = conn.tls.as_mut() {
             tls.send_close_notify();
@@ -634,12 +634,20 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
     }
 
     /// Writes queued bytes, vectored, until the socket would block.
+    /// Writes what the socket takes now; while that empties the queue, takes more from the
+    /// stream (a backlog held back while the peer was not reading) and writes again.
     fn write_ready(&mut self) -> io::Result<()> {
-        match self.conn.as_mut() {
-            Some(conn) => conn
-                .out
-                .write_with(|slices| conn.sock.try_write_vectored(slices)),
-            None => Ok(()),
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        let stream = &mut self.stream;
+        loop {
+            conn.out
+                .write_with(|slices| conn.sock.try_write_vectored(slices))?;
+            if !conn.out.is_empty() || !conn.out.fill(|| stream.poll_transmit(), conn.tls.as_mut())
+            {
+                return Ok(());
+            }
         }
     }
 }

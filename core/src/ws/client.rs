@@ -7,6 +7,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::decoder::{Decoded, FrameDecoder};
 use super::event::{CloseFrame, CloseInitiator, Event, Handshake, Message};
+use super::pong::OwedPong;
 use super::simple_frame::simple_data_frame;
 use crate::config::WsConfig;
 use crate::endpoint::Endpoint;
@@ -64,6 +65,10 @@ enum Phase {
     Failed(Error),
 }
 
+/// Unsent bytes past which Pings are answered by one Pong for the latest (RFC 6455 §5.5.3):
+/// sixty Pongs of the largest size.
+const PONG_ROOM: usize = 8 * 1024;
+
 /// A sans-IO WebSocket client connection (RFC 6455): bytes in, events and bytes-to-send out.
 /// It performs no I/O, reads no clock and spawns nothing.
 ///
@@ -115,6 +120,10 @@ pub struct WebSocketClient {
     /// Reused between reads so decoding allocates nothing in steady state.
     decoded: Vec<Decoded>,
     tx: TransmitQueue,
+    /// The latest Ping's Pong while `tx` is too full to take it, framed into `tx` when the
+    /// transport next asks for bytes. INVARIANT: owed only while `Open` and before any Close
+    /// is queued.
+    pong: OwedPong,
     rng: MaskRng,
     events: VecDeque<Event>,
 }
@@ -146,6 +155,7 @@ impl WebSocketClient {
                 expected_accept: accept_key(key.as_bytes()),
             },
             tx,
+            pong: OwedPong::default(),
             rng,
             events: VecDeque::new(),
             config,
@@ -342,9 +352,14 @@ impl WebSocketClient {
 
     // ----- output -----
 
-    /// The next chunk of bytes to write to the transport, in order.
+    /// The next chunk of bytes to write to the transport, in order. A transport may stop
+    /// asking while its peer is not reading (see [`crate::WriteQueue`]): what the engine
+    /// queues by itself meanwhile stays bounded, since it answers only the latest Ping.
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Bytes> {
+        if matches!(self.phase, Phase::Open) {
+            self.frame_owed_pong();
+        }
         self.tx.pop()
     }
 
@@ -402,7 +417,30 @@ impl WebSocketClient {
         }
     }
 
+    /// A Pong per Ping while the transport takes our bytes; once it has left
+    /// [`PONG_ROOM`] bytes unsent (its peer is not reading), only the latest Ping's Pong is
+    /// kept ([`OwedPong`]), so that a Ping flood cannot grow the queue.
+    fn answer_ping(&mut self, payload: &[u8]) {
+        if self.tx.queued_bytes() < PONG_ROOM {
+            let key = self.rng.mask_key();
+            self.tx.push_frame(true, Opcode::Pong, payload, key);
+        } else {
+            self.pong.owe(payload);
+        }
+    }
+
+    /// Queues the owed Pong, if any, behind what `tx` holds (a frame's header and payload
+    /// may be separate chunks there: nothing is put between them).
+    fn frame_owed_pong(&mut self) {
+        if let Some(payload) = self.pong.take() {
+            let key = self.rng.mask_key();
+            self.tx.push_frame(true, Opcode::Pong, payload, key);
+        }
+    }
+
     fn queue_close(&mut self, code: u16, reason: &[u8]) {
+        // Nothing may follow our Close: the Pong owed goes first.
+        self.frame_owed_pong();
         let mut payload = [0u8; 125];
         let len = if code == close_code::NO_STATUS {
             0
@@ -582,9 +620,7 @@ impl WebSocketClient {
                 Decoded::Assembled { kind, payload } => self.offer(Message { kind, payload }, take),
                 Decoded::Ping(range) => {
                     if matches!(self.phase, Phase::Open) {
-                        let key = self.rng.mask_key();
-                        self.tx
-                            .push_frame(true, Opcode::Pong, &input[range.clone()], key);
+                        self.answer_ping(&input[range.clone()]);
                     }
                     self.events.push_back(Event::Ping(input.slice(range)));
                 }

@@ -4,6 +4,7 @@ mod client;
 mod close;
 mod decoder;
 mod event;
+mod pong;
 mod simple_frame;
 
 pub use client::{State, WebSocketClient};
