@@ -14,6 +14,7 @@
 //! invariant panics with a message naming it. Bytes from the peer never cause a panic.
 
 mod config;
+mod deadline;
 mod endpoint;
 mod error;
 mod frame;

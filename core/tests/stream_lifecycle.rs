@@ -914,3 +914,52 @@ fn a_list_of_many_subscriptions_meets_its_request() {
     );
     assert_no_timeout_follows(&mut h);
 }
+
+/// Sets one duration knob of a configuration.
+type SetDuration = fn(&mut StreamConfig, Duration);
+
+/// `Duration::MAX` is a natural way to write "never": every timeout, delay and lifetime takes
+/// it (deadlines saturate at a century) without a panic — which in an adapter's loop would
+/// end every stream it serves — and a NaN jitter means none. Each knob in turn, through a
+/// whole life: open, data, a dropped connection and its reconnect, stop.
+#[test]
+fn durations_meaning_never_and_odd_jitter_never_panic() {
+    let never = Duration::MAX;
+    let knobs: [(&str, SetDuration); 10] = [
+        ("connect", |c, d| c.timeouts.connect = d),
+        ("first_data", |c, d| c.timeouts.first_data = Some(d)),
+        ("idle", |c, d| c.timeouts.idle = Some(d)),
+        ("keepalive", |c, d| c.timeouts.keepalive = Some(d)),
+        ("close", |c, d| c.timeouts.close = d),
+        ("max_lifetime", |c, d| c.timeouts.max_lifetime = Some(d)),
+        ("initial_delay", |c, d| c.reconnect.initial_delay = d),
+        ("max_delay", |c, d| {
+            c.reconnect.initial_delay = d;
+            c.reconnect.max_delay = d;
+            c.reconnect.jitter = f64::NAN;
+        }),
+        ("healthy_after", |c, d| c.reconnect.healthy_after = d),
+        ("request_timeout", |c, d| c.router.request_timeout = d),
+    ];
+    for (name, set) in knobs {
+        let mut config = binance();
+        set(&mut config, never);
+        let mut h = Harness::new(config);
+        h.s.subscribe(&["btcusdt@aggTrade"], h.now).unwrap();
+        h.open_ws();
+        h.feed_text(r#"{"result":null,"id":1}"#);
+        h.feed_text(r#"{"e":"aggTrade"}"#);
+        h.s.handle_eof(h.now);
+        h.pump();
+        h.advance(Duration::from_secs(3600));
+        h.s.stop(h.now);
+        h.pump();
+        h.advance(Duration::from_secs(3600));
+        let evs = h.take_events();
+        assert!(
+            evs.iter()
+                .any(|e| matches!(e, StreamEvent::Reconnecting { .. })),
+            "{name}: {evs:?}"
+        );
+    }
+}

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::classify::{Class, Classifier, Extracted, ResponseId};
 use super::pending::{PendingRequests, RequestHandle, RequestId};
 use super::rules::RouteRules;
+use crate::deadline::after;
 use crate::error::CorrelationError;
 use crate::rng::{MaskRng, Seed};
 
@@ -171,9 +172,9 @@ impl<T> Router<T> {
             });
         }
         let id = self.next_id()?;
-        let handle = self
-            .pending
-            .insert(id.clone(), tag, now + self.config.request_timeout)?;
+        let handle =
+            self.pending
+                .insert(id.clone(), tag, after(now, self.config.request_timeout))?;
         Ok((id, handle))
     }
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::config::ReconnectPolicy;
+use crate::deadline::CENTURY;
 
 /// Delay before attempt `attempt` (1-based): `initial × 2^(attempt-1)`, capped at `max`,
 /// minus a random fraction `jitter × r` of it, where `r` is uniform in [0, 1) from `random`.
@@ -11,9 +12,17 @@ pub(crate) fn reconnect_delay(policy: &ReconnectPolicy, attempt: u32, random: u3
     let base = policy
         .initial_delay
         .saturating_mul(1u32 << exp)
-        .min(policy.max_delay);
+        .min(policy.max_delay)
+        // (`mul_f64` below panics on a product past `Duration::MAX`.)
+        .min(CENTURY);
     let r = f64::from(random) / (f64::from(u32::MAX) + 1.0);
-    let cut = policy.jitter.clamp(0.0, 1.0) * r;
+    // NaN would reach `mul_f64`, which panics on it: no jitter instead.
+    let jitter = if policy.jitter.is_nan() {
+        0.0
+    } else {
+        policy.jitter.clamp(0.0, 1.0)
+    };
+    let cut = jitter * r;
     base.mul_f64(1.0 - cut)
 }
 
@@ -34,6 +43,23 @@ mod tests {
         assert_eq!(reconnect_delay(&p, 4, 0), Duration::from_millis(800));
         assert_eq!(reconnect_delay(&p, 5, 0), Duration::from_secs(1));
         assert_eq!(reconnect_delay(&p, 100, 0), Duration::from_secs(1));
+        let odd = |jitter| ReconnectPolicy {
+            jitter,
+            ..p.clone()
+        };
+        assert_eq!(
+            reconnect_delay(&odd(f64::NAN), 1, u32::MAX),
+            p.initial_delay
+        );
+        assert_eq!(reconnect_delay(&odd(-1.0), 1, u32::MAX), p.initial_delay);
+        assert!(reconnect_delay(&odd(f64::INFINITY), 1, u32::MAX) < Duration::from_millis(1));
+        let long = ReconnectPolicy {
+            initial_delay: Duration::MAX,
+            max_delay: Duration::MAX,
+            ..p.clone()
+        };
+        assert_eq!(reconnect_delay(&long, 40, 0), CENTURY);
+        assert!(reconnect_delay(&long, 40, u32::MAX) >= CENTURY / 2);
         let jittered = reconnect_delay(&p, 5, u32::MAX);
         assert!(
             jittered >= Duration::from_millis(500) && jittered < Duration::from_secs(1),

@@ -10,6 +10,7 @@ use super::event::{CloseFrame, CloseInitiator, Event, Handshake, Message};
 use super::pong::OwedPong;
 use super::simple_frame::simple_data_frame;
 use crate::config::WsConfig;
+use crate::deadline::after;
 use crate::endpoint::Endpoint;
 use crate::error::{close_code, ConfigError, Error, HandshakeError, SendError};
 use crate::frame::Opcode;
@@ -344,7 +345,7 @@ impl WebSocketClient {
             frame: frame.clone(),
         });
         self.phase = Phase::Closing {
-            deadline: now + self.config.close_timeout,
+            deadline: after(now, self.config.close_timeout),
             frame,
         };
         Ok(())

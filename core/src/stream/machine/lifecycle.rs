@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Stream, STREAMS_PER_REQUEST};
+use crate::deadline::after;
 use crate::stream::backoff::reconnect_delay;
 use crate::stream::config::Profile;
 use crate::stream::event::{EndReason, RequestKind, StreamEvent, StreamState, TransportCommand};
@@ -23,7 +24,7 @@ impl Stream {
         self.transport
             .push_back(TransportCommand::Connect(self.endpoint.clone()));
         self.timers
-            .set(Timer::Connect, now + self.config.timeouts.connect);
+            .set(Timer::Connect, after(now, self.config.timeouts.connect));
     }
 
     pub(super) fn on_open(&mut self, now: Instant) {
@@ -35,13 +36,13 @@ impl Stream {
         self.timers.stop(Timer::Connect);
         self.last_input = now;
         if let Some(idle) = t.idle {
-            self.timers.set(Timer::Idle, now + idle);
+            self.timers.set(Timer::Idle, after(now, idle));
         }
         if let Some(k) = t.keepalive {
-            self.timers.set(Timer::Keepalive, now + k);
+            self.timers.set(Timer::Keepalive, after(now, k));
         }
         if let Some(l) = t.max_lifetime {
-            self.timers.set(Timer::Lifetime, now + l);
+            self.timers.set(Timer::Lifetime, after(now, l));
         }
         let reconnected = self.ever_opened;
         self.ever_opened = true;
@@ -79,7 +80,7 @@ impl Stream {
     pub(super) fn arm_first_data(&mut self, now: Instant) {
         if let (Some(fd), false) = (self.config.timeouts.first_data, self.got_data) {
             if self.timers.get(Timer::FirstData).is_none() {
-                self.timers.set(Timer::FirstData, now + fd);
+                self.timers.set(Timer::FirstData, after(now, fd));
             }
         }
     }
@@ -111,7 +112,7 @@ impl Stream {
                 };
                 // Armed from an earlier moment: bytes came since, so the silence began with
                 // the last read.
-                let silent_until = self.last_input + idle;
+                let silent_until = after(self.last_input, idle);
                 if silent_until > now {
                     return self.timers.set(Timer::Idle, silent_until);
                 }
@@ -120,13 +121,13 @@ impl Stream {
                 }
                 self.probe(now);
                 self.probing = true;
-                self.timers.set(Timer::Idle, now + idle);
+                self.timers.set(Timer::Idle, after(now, idle));
             }
             Timer::Keepalive => {
                 if matches!(self.state, StreamState::Open) {
                     self.probe(now);
                     if let Some(k) = self.config.timeouts.keepalive {
-                        self.timers.set(Timer::Keepalive, now + k);
+                        self.timers.set(Timer::Keepalive, after(now, k));
                     }
                 }
             }
@@ -249,7 +250,7 @@ impl Stream {
             reason,
             planned: was_planned,
         });
-        let at = now + delay;
+        let at = after(now, delay);
         self.state = StreamState::Reconnecting {
             attempt: self.attempt,
             at,
