@@ -192,6 +192,14 @@ pub enum ConfigError {
     /// A size limit is zero.
     #[error("{0} must be greater than zero")]
     ZeroLimit(&'static str),
+    /// A size limit is larger than the engine can honour.
+    #[error("{name} must be at most {max} bytes")]
+    LimitTooLarge {
+        /// The knob.
+        name: &'static str,
+        /// Its largest value, bytes.
+        max: usize,
+    },
 }
 
 /// Why a line stream failed, or a line could not be sent.

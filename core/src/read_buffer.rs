@@ -28,6 +28,8 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::config::MAX_READ_SIZE;
+
 /// Bytes offered by the first read of a fresh (or released) buffer.
 pub(crate) const INITIAL_READ_SIZE: usize = 1024;
 
@@ -37,6 +39,13 @@ const SMALL_PARTIAL: usize = 16 * 1024;
 
 /// Blocks kept for reuse after the reader moved on from them.
 const RETIRED_BLOCKS: usize = 2;
+
+/// Largest block (bytes) allocated for a frame of known length before its bytes arrive. A
+/// declared length is only the peer's word: past this, the block grows with what has
+/// arrived (twice that), so that a header declaring 2^62 bytes under a limit of `usize::MAX`
+/// costs what the peer actually sends, not an allocation that aborts the process. Above the
+/// default `max_frame_size` (16 MiB), so frames within the defaults get their block at once.
+const FRAME_PRESIZE: usize = 32 * 1024 * 1024;
 
 #[derive(Debug)]
 pub(crate) struct ReadBuffer {
@@ -71,11 +80,15 @@ pub(crate) struct ReadBuffer {
 }
 
 impl ReadBuffer {
+    /// A buffer offering at most `max_read_size` bytes a read, capped at
+    /// [`MAX_READ_SIZE`] (a `WsConfig` past it is refused; a `LineClient` built directly is
+    /// held to it here, where a block twice the read size must fit a `usize`).
     pub(crate) fn new(max_read_size: usize) -> Self {
         assert!(
             max_read_size > 0,
             "max_read_size must be validated as non-zero"
         );
+        let max_read_size = max_read_size.min(MAX_READ_SIZE);
         Self {
             buf: BytesMut::new(),
             start: 0,
@@ -124,7 +137,7 @@ impl ReadBuffer {
         // whole block through memory the caches have let go of.
         let lent_in_front = self.start > 0;
         if self.filled <= SMALL_PARTIAL {
-            if self.uncut && self.buf.capacity() > 2 * self.block_size().max(self.frame_hint) {
+            if self.uncut && self.buf.capacity() > 2 * self.block_size().max(self.frame_room()) {
                 // Grown for a large frame that is done now: a block of normal size again,
                 // so one large message never holds its memory for good.
                 self.move_to_normal_block();
@@ -154,7 +167,7 @@ impl ReadBuffer {
             want
         };
         let known_frame_outgrows_block =
-            self.hint_is_exact && self.frame_hint > self.buf.capacity();
+            self.hint_is_exact && self.frame_room() > self.buf.capacity();
         if self.buf.capacity() - (self.start + self.filled) < want || known_frame_outgrows_block {
             if self.start > 0
                 && !known_frame_outgrows_block
@@ -166,7 +179,7 @@ impl ReadBuffer {
                 // Room for the unconsumed bytes and one read, at least a block.
                 let size = self
                     .block_size()
-                    .max(self.frame_hint)
+                    .max(self.frame_room())
                     .max(self.filled + want);
                 if self.uncut && self.buf.capacity() < size {
                     self.grow_in_place(size);
@@ -193,6 +206,17 @@ impl ReadBuffer {
         }
         self.offered = end - from;
         &mut self.buf[from..end]
+    }
+
+    /// The block the pending frame or message wants now, bytes: the frame hint, but for a
+    /// known length past [`FRAME_PRESIZE`] no more than twice what has arrived.
+    fn frame_room(&self) -> usize {
+        if self.hint_is_exact {
+            self.frame_hint
+                .min(FRAME_PRESIZE.max(self.filled.saturating_mul(2)))
+        } else {
+            self.frame_hint
+        }
     }
 
     /// Records that the transport wrote `n` bytes at the start of the last `read_buf`.

@@ -4,7 +4,9 @@ mod common;
 
 use common::*;
 use feedwire_core::testing::server_frame;
-use feedwire_core::{Error, Event, MessageKind, ProtocolError, State, WsConfig};
+use feedwire_core::{
+    ConfigError, Error, Event, MessageKind, ProtocolError, State, WebSocketClient, WsConfig,
+};
 
 /// Feeds `bytes` to an open client; expects the connection to fail with `error`, a Close
 /// with `error`'s code on the wire, and nothing after it.
@@ -186,6 +188,55 @@ fn frame_over_limit_is_1009_before_its_payload_arrives() {
         sent_frames(&mut ws),
         vec![(true, 8, 1009u16.to_be_bytes().to_vec())]
     );
+}
+
+/// A declared length is only the peer's word: with the limits lifted (`usize::MAX`), a header
+/// declaring 2^62 bytes costs what actually arrives — not an allocation of 2^62 bytes, which
+/// aborted the process — and a frame larger than the engine sizes up front still arrives
+/// whole, its block growing with its bytes.
+#[test]
+fn a_declared_length_beyond_memory_costs_only_what_arrives() {
+    let unlimited = WsConfig {
+        max_frame_size: usize::MAX,
+        max_message_size: usize::MAX,
+        ..WsConfig::default()
+    };
+    let mut ws = open_client(unlimited.clone());
+    let mut header = vec![0x82u8, 127];
+    header.extend_from_slice(&(1u64 << 62).to_be_bytes());
+    ws.handle_input(&header);
+    ws.handle_input(&[7; 100_000]);
+    assert!(events(&mut ws).is_empty());
+    assert!(
+        ws.read_buffer_capacity() <= 40 << 20,
+        "{} bytes allocated for 100 KB received",
+        ws.read_buffer_capacity()
+    );
+    // 48 MiB, past the 32 MiB sized up front: intact.
+    let mut ws = open_client(unlimited);
+    let payload: Vec<u8> = (0..48usize << 20).map(|i| (i % 251) as u8).collect();
+    let frame = server_frame(true, 2, &payload);
+    for piece in frame.chunks(3 << 20) {
+        ws.handle_input(piece);
+    }
+    let evs = events(&mut ws);
+    assert!(
+        matches!(&evs[..], [Event::Message(m)] if m.payload == payload),
+        "{} events",
+        evs.len()
+    );
+}
+
+#[test]
+fn a_read_size_past_a_gibibyte_is_a_typed_error() {
+    let config = WsConfig {
+        max_read_size: (1 << 30) + 1,
+        ..WsConfig::default()
+    };
+    assert!(matches!(
+        WebSocketClient::new("ws://127.0.0.1:1/", config, [0; 32]),
+        Err(ConfigError::LimitTooLarge { name: "max_read_size", max }) if max == 1 << 30
+    ));
 }
 
 #[test]

@@ -47,6 +47,17 @@ fn a_line_larger_than_max_read_size_is_reassembled() {
     assert_eq!(events(&mut c), vec![line(&big), line("next")]);
 }
 
+/// Limits lifted as far as they go (`usize::MAX`): the read size is held to 1 GiB, so its
+/// block's size cannot overflow, and lines still come out.
+#[test]
+fn unlimited_sizes_still_read_lines() {
+    let mut c = LineClient::new(Delimiter::CrLf, usize::MAX, usize::MAX);
+    let big = "y".repeat(100_000);
+    c.handle_input(format!("a\r\n{big}\r\nb").as_bytes());
+    c.handle_input(b"\r\n");
+    assert_eq!(events(&mut c), vec![line("a"), line(&big), line("b")]);
+}
+
 #[test]
 fn too_long_line_is_a_typed_error_and_memory_stays_bounded() {
     let mut c = LineClient::new(Delimiter::CrLf, 1000, 10_000);

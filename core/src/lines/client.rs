@@ -44,8 +44,8 @@ pub struct LineClient {
 }
 
 impl LineClient {
-    /// A line stream reading at most `max_read_size` bytes per read and refusing lines over
-    /// `max_line` bytes.
+    /// A line stream reading at most `max_read_size` bytes per read (at most 1 GiB: larger is
+    /// taken as 1 GiB) and refusing lines over `max_line` bytes.
     ///
     /// # Panics
     /// If `max_read_size` is 0 (validate configuration first).
