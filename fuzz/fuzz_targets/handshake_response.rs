@@ -1,12 +1,18 @@
 //! Arbitrary bytes as the server's handshake response (and whatever follows), with arbitrary
 //! read splits. Checks: no panic; a rejected or failed handshake sends nothing after the
-//! request; the outcome does not depend on the splits.
+//! request; the outcome does not depend on the splits — what is sent neither, but for how
+//! many Pings a Pong answers (one per Ping until 8 KiB of Pongs wait unsent, then only the
+//! latest: how many wait depends on where reads fell), the latest always answered.
 #![no_main]
 
+use feedwire_core::testing::decode_client_frames;
 use feedwire_core::{Event, WebSocketClient, WsConfig};
 use libfuzzer_sys::fuzz_target;
 
-fn run(data: &[u8], chunk: usize) -> (Vec<Event>, usize) {
+/// Frames sent after the request: those other than Pongs, and the last Pong's payload.
+type Sent = (Vec<(bool, u8, Vec<u8>)>, Option<Vec<u8>>);
+
+fn run(data: &[u8], chunk: usize) -> (Vec<Event>, Sent) {
     let config = WsConfig {
         max_handshake_size: 2048,
         subprotocols: vec!["json".into()],
@@ -15,20 +21,23 @@ fn run(data: &[u8], chunk: usize) -> (Vec<Event>, usize) {
     let mut ws = WebSocketClient::new("ws://127.0.0.1:1/x", config, [9; 32]).expect("valid config");
     while ws.poll_transmit().is_some() {}
     let mut events = Vec::new();
-    let mut sent = 0;
+    let mut sent = Vec::new();
     for piece in data.chunks(chunk.max(1)) {
         ws.handle_input(piece);
         events.extend(std::iter::from_fn(|| ws.poll_event()));
         while let Some(c) = ws.poll_transmit() {
-            sent += c.len();
+            sent.extend_from_slice(&c);
         }
     }
     ws.handle_eof();
     events.extend(std::iter::from_fn(|| ws.poll_event()));
     while let Some(c) = ws.poll_transmit() {
-        sent += c.len();
+        sent.extend_from_slice(&c);
     }
-    (events, sent)
+    let frames = decode_client_frames(&sent);
+    let last_pong = frames.iter().rev().find(|f| f.1 == 0xA).map(|f| f.2.clone());
+    let others = frames.into_iter().filter(|f| f.1 != 0xA).collect();
+    (events, (others, last_pong))
 }
 
 fuzz_target!(|input: &[u8]| {
