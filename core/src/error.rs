@@ -2,6 +2,8 @@
 //! connection with an RFC close code and is reported once as [`crate::Event::Failed`]; local
 //! misuse returns an error from the call and changes nothing; a broken invariant panics.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 
 /// A violation of RFC 6455 by the peer, detected while decoding frames.
@@ -97,6 +99,9 @@ pub enum HandshakeError {
         reason: String,
         /// Response body bytes received (up to `max_handshake_size`, raw: no chunk decoding).
         body: Bytes,
+        /// How long the server asked us to wait before trying again (`Retry-After` in
+        /// seconds, as Binance sends with 429 and 418); a stream waits at least this long.
+        retry_after: Option<Duration>,
     },
     /// The `Upgrade` header is missing or does not contain the `websocket` token.
     #[error("response lacks `Upgrade: websocket`")]

@@ -84,6 +84,7 @@ fn refused_upgrade_reports_status_and_body() {
         status,
         reason,
         body,
+        retry_after: None,
     }))] = evs.as_slice()
     else {
         panic!("{evs:?}");

@@ -352,6 +352,48 @@ fn refused_upgrade_is_retried_with_backoff() {
     );
 }
 
+/// Binance answers too many connection attempts with 429 and a `Retry-After` (seconds), and
+/// bans the IP (418) of a client that retries sooner: the stream waits at least that long,
+/// however short its own backoff.
+#[test]
+fn a_refusal_with_retry_after_is_not_retried_sooner() {
+    let mut h = Harness::new(binance());
+    h.take_commands();
+    h.connect();
+    h.feed(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: 0\r\n\r\n");
+    let evs = h.take_events();
+    let delay = evs
+        .iter()
+        .find_map(|e| match e {
+            StreamEvent::Reconnecting { delay, .. } => Some(*delay),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{evs:?}"));
+    assert_eq!(
+        delay,
+        Duration::from_secs(7),
+        "backoff alone would be <= 250 ms"
+    );
+    h.take_commands();
+    h.advance(Duration::from_millis(6_999));
+    assert!(h.take_commands().is_empty(), "no attempt before 7 s");
+    h.advance(Duration::from_millis(1));
+    assert!(matches!(
+        h.take_commands().as_slice(),
+        [TransportCommand::Connect(_)]
+    ));
+    // A later refusal without the header backs off as usual.
+    h.connect();
+    h.feed(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+    let evs = h.take_events();
+    assert!(
+        evs.iter().any(
+            |e| matches!(e, StreamEvent::Reconnecting { delay, .. } if *delay < Duration::from_secs(1))
+        ),
+        "{evs:?}"
+    );
+}
+
 #[test]
 fn connect_timeout_when_the_handshake_never_answers() {
     common::harness::assert_connect_times_out(binance());

@@ -50,6 +50,15 @@ pub enum Fault {
     },
     /// Refuse the WebSocket upgrade with this HTTP status (429, 503).
     RefuseUpgrade(u16),
+    /// Refuse the WebSocket upgrade with this HTTP status and a `Retry-After` of this many
+    /// seconds, as Binance answers too many connection attempts (429, then 418 for a client
+    /// that retries sooner).
+    RefuseUpgradeFor {
+        /// HTTP status.
+        status: u16,
+        /// `Retry-After`, seconds.
+        retry_after_s: u32,
+    },
     /// After this many messages, send a Binance `serverShutdown` notice, then go on.
     ServerShutdown {
         /// Messages sent first.
@@ -319,8 +328,16 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 _ => return Err(io::Error::other("bad upgrade request")),
             }
         };
-        if let Some(Fault::RefuseUpgrade(status)) = shared.config.fault {
-            wr.write_all(&wire::refusal(status)).await?;
+        let refusal = match shared.config.fault {
+            Some(Fault::RefuseUpgrade(status)) => Some(wire::refusal(status, None)),
+            Some(Fault::RefuseUpgradeFor {
+                status,
+                retry_after_s,
+            }) => Some(wire::refusal(status, Some(retry_after_s))),
+            _ => None,
+        };
+        if let Some(refusal) = refusal {
+            wr.write_all(&refusal).await?;
             return wr.shutdown().await;
         }
         wr.write_all(&wire::switching_protocols(&upgrade.key))

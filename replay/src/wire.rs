@@ -49,7 +49,8 @@ pub(crate) fn switching_protocols(key: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-pub(crate) fn refusal(status: u16) -> Vec<u8> {
+/// A refused upgrade with Binance's bodies, and a `Retry-After` (seconds) if given.
+pub(crate) fn refusal(status: u16, retry_after_s: Option<u32>) -> Vec<u8> {
     let (reason, body) = match status {
         429 => (
             "Too Many Requests",
@@ -59,9 +60,14 @@ pub(crate) fn refusal(status: u16) -> Vec<u8> {
             "Service Unavailable",
             "{\"code\":-1001,\"msg\":\"Service unavailable.\"}",
         ),
+        418 => (
+            "I'm a teapot",
+            "{\"code\":-1003,\"msg\":\"Way too many requests; IP banned.\"}",
+        ),
         _ => ("Refused", "{}"),
     };
-    format!("HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+    let retry = retry_after_s.map_or(String::new(), |s| format!("Retry-After: {s}\r\n"));
+    format!("HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n{retry}Content-Length: {}\r\n\r\n{body}", body.len())
         .into_bytes()
 }
 

@@ -472,6 +472,50 @@ fn server_shutdown_notice_triggers_a_planned_reconnect() {
     assert!(srv.connections() >= 2);
 }
 
+/// 429 with `Retry-After: 1` (as Binance answers too many connection attempts): the stream,
+/// whose own first backoff is at most 250 ms, tries again only after a second.
+#[test]
+fn a_refusal_with_retry_after_holds_the_next_attempt_back() {
+    let srv = server(
+        Scenario::SmallAggTrade,
+        10,
+        Some(Fault::RefuseUpgradeFor {
+            status: 429,
+            retry_after_s: 1,
+        }),
+    );
+    let stream = Stream::new(
+        StreamConfig::binance_stream(&srv.url()),
+        os_seed(),
+        Instant::now(),
+    )
+    .unwrap();
+    let mut refused_at = Vec::new();
+    let events = run_stream(&srv, stream, |e, s| {
+        if let StreamEvent::Reconnecting {
+            reason:
+                EndReason::WebSocket(Error::Handshake(HandshakeError::Rejected {
+                    status: 429,
+                    retry_after,
+                    ..
+                })),
+            delay,
+            ..
+        } = e
+        {
+            assert_eq!(*retry_after, Some(Duration::from_secs(1)));
+            assert_eq!(*delay, Duration::from_secs(1));
+            refused_at.push(Instant::now());
+            if refused_at.len() == 2 {
+                s.crash("enough", Instant::now());
+            }
+        }
+        false
+    });
+    assert_eq!(refused_at.len(), 2, "{events:?}");
+    assert!(refused_at[1] - refused_at[0] >= Duration::from_secs(1));
+}
+
 #[test]
 fn refused_upgrade_makes_the_stream_back_off_and_retry() {
     let srv = server(Scenario::SmallAggTrade, 10, Some(Fault::RefuseUpgrade(429)));

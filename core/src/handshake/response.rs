@@ -1,6 +1,8 @@
 //! Parsing and checking the server's handshake response head (RFC 6455 §4.1, steps 1-6 of
 //! the client's validation), with httparse: no allocation until the head is accepted.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 
 use crate::error::HandshakeError;
@@ -25,6 +27,8 @@ pub(crate) enum ParsedResponse {
         reason: String,
         /// `Content-Length`, when given.
         content_length: Option<usize>,
+        /// `Retry-After` in seconds, when given in that form.
+        retry_after: Option<Duration>,
     },
 }
 
@@ -50,11 +54,18 @@ pub(crate) fn parse_response(
         let content_length = header(resp.headers, "content-length")
             .and_then(|v| std::str::from_utf8(v).ok())
             .and_then(|v| v.trim().parse().ok());
+        // Only the delta-seconds form: the HTTP-date form needs a wall clock, which the
+        // core does not read (Binance sends seconds).
+        let retry_after = header(resp.headers, "retry-after")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.trim().parse().ok())
+            .map(Duration::from_secs);
         return Ok(Some(ParsedResponse::Refused {
             head_len,
             status,
             reason: resp.reason.unwrap_or("").to_owned(),
             content_length,
+            retry_after,
         }));
     }
     if resp.version != Some(1) {
@@ -210,15 +221,34 @@ mod tests {
                 reason,
                 content_length,
                 head_len,
+                retry_after,
             } => {
                 assert_eq!(
                     (status, reason.as_str(), content_length),
                     (429, "Too Many Requests", Some(12))
                 );
                 assert_eq!(head_len, head.len());
+                assert_eq!(retry_after, None);
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds_and_only_in_seconds() {
+        let retry = |value: &str| {
+            let head = format!("HTTP/1.1 429 Too Many Requests\r\nRetry-After:{value}\r\n\r\n");
+            match parse(&head).unwrap().unwrap() {
+                ParsedResponse::Refused { retry_after, .. } => retry_after,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(retry(" 120 "), Some(std::time::Duration::from_secs(120)));
+        assert_eq!(retry("0"), Some(std::time::Duration::ZERO));
+        // The HTTP-date form needs a wall clock; junk is no value.
+        assert_eq!(retry(" Wed, 21 Oct 2026 07:28:00 GMT"), None);
+        assert_eq!(retry(" -5"), None);
+        assert_eq!(retry(" 99999999999999999999999"), None);
     }
 
     #[test]

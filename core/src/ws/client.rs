@@ -56,6 +56,7 @@ enum Phase {
         reason: String,
         body: BytesMut,
         remaining: Option<usize>,
+        retry_after: Option<std::time::Duration>,
     },
     Open,
     Closing {
@@ -508,6 +509,7 @@ impl WebSocketClient {
                 status,
                 reason,
                 content_length,
+                retry_after,
             })) => {
                 self.rb.consume(head_len);
                 self.phase = Phase::Refused {
@@ -515,6 +517,7 @@ impl WebSocketClient {
                     reason,
                     body: BytesMut::new(),
                     remaining: content_length,
+                    retry_after,
                 };
                 return true;
             }
@@ -549,6 +552,7 @@ impl WebSocketClient {
             status,
             reason,
             body,
+            retry_after,
             ..
         } = std::mem::replace(&mut self.phase, Phase::Closed)
         else {
@@ -559,6 +563,7 @@ impl WebSocketClient {
                 status,
                 reason,
                 body: body.freeze(),
+                retry_after,
             }
             .into(),
         );

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::{Stream, STREAMS_PER_REQUEST};
 use crate::deadline::after;
+use crate::error::HandshakeError;
 use crate::stream::backoff::reconnect_delay;
 use crate::stream::config::Profile;
 use crate::stream::event::{EndReason, RequestKind, StreamEvent, StreamState, TransportCommand};
@@ -240,7 +241,10 @@ impl Stream {
             Duration::ZERO
         } else {
             let random = u32::from_ne_bytes(self.rng.mask_key());
+            // Never sooner than the server asked: a client that retries through a 429's
+            // Retry-After gets its IP banned (Binance answers 418 then).
             reconnect_delay(&self.config.reconnect, retry, random)
+                .max(asked_to_wait(&reason).unwrap_or_default())
         };
         self.stats.reconnect();
         tracing::info!(host = %self.endpoint.host, %reason, attempt = self.attempt, ?delay, "stream reconnecting");
@@ -303,5 +307,17 @@ impl Stream {
             _ => unreachable!("finish is only called with a terminal state"),
         }
         self.state = end;
+    }
+}
+
+/// How long the server asked us to wait before connecting again: a refused upgrade's
+/// `Retry-After`.
+fn asked_to_wait(reason: &EndReason) -> Option<Duration> {
+    match reason {
+        EndReason::WebSocket(crate::Error::Handshake(HandshakeError::Rejected {
+            retry_after,
+            ..
+        })) => *retry_after,
+        _ => None,
     }
 }
