@@ -113,8 +113,10 @@ pub struct StreamConfig {
     pub timeouts: Timeouts,
     /// Reconnection.
     pub reconnect: ReconnectPolicy,
-    /// Most subscription control messages sent per second (Binance allows 5). `None`: no
-    /// pacing.
+    /// Most subscription control messages sent in any one second (a sliding window).
+    /// `None`: no pacing. Binance closes a connection that sends it more than 5 messages a
+    /// second, Pings and Pongs included, and bans an IP that keeps doing so: its preset
+    /// sends 4, leaving a slot for the Pong a server Ping asks for.
     pub control_rate: Option<u32>,
     /// Most streams on one connection (Binance: 1024).
     pub max_streams: usize,
@@ -140,11 +142,12 @@ impl StreamConfig {
         }
     }
 
-    /// Binance streams (`wss://stream.binance.com:9443/ws` or `/stream`): 5 control
-    /// messages per second, 1024 streams, reconnect before the 24 h limit.
+    /// Binance streams (`wss://stream.binance.com:9443/ws` or `/stream`): 4 control
+    /// messages a second (Binance's 5 less one for a Pong), 1024 streams, reconnect before
+    /// the 24 h limit.
     pub fn binance_stream(url: &str) -> Self {
         let mut c = Self::base(url, Profile::BinanceStream, RouterConfig::binance_stream());
-        c.control_rate = Some(5);
+        c.control_rate = Some(4);
         c.max_streams = 1024;
         c.timeouts.max_lifetime = Some(Duration::from_secs(23 * 3600 + 50 * 60));
         c
