@@ -10,8 +10,8 @@ use bytes::Bytes;
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
 use feedwire_core::{
-    CloseInitiator, EndReason, Error, HandshakeError, RequestId, RequestKind, StreamConfig,
-    StreamError, StreamEvent, StreamState, TransportCommand,
+    CloseInitiator, ConfigError, EndReason, Error, HandshakeError, RequestId, RequestKind, Stream,
+    StreamConfig, StreamError, StreamEvent, StreamState, TransportCommand,
 };
 
 const URL: &str = "ws://127.0.0.1:9443/ws";
@@ -970,6 +970,22 @@ type SetDuration = fn(&mut StreamConfig, Duration);
 /// it (deadlines saturate at a century) without a panic — which in an adapter's loop would
 /// end every stream it serves — and a NaN jitter means none. Each knob in turn, through a
 /// whole life: open, data, a dropped connection and its reconnect, stop.
+#[test]
+fn routing_limits_of_zero_are_typed_errors() {
+    let mut c = binance();
+    c.router.rules.scan_len = 0;
+    assert!(matches!(
+        Stream::new(c, [0; 32], std::time::Instant::now()),
+        Err(ConfigError::ZeroLimit("scan_len"))
+    ));
+    let mut c = binance();
+    c.router.max_pending = 0;
+    assert!(matches!(
+        Stream::new(c, [0; 32], std::time::Instant::now()),
+        Err(ConfigError::ZeroLimit("max_pending"))
+    ));
+}
+
 #[test]
 fn durations_meaning_never_and_odd_jitter_never_panic() {
     let never = Duration::MAX;

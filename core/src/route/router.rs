@@ -9,7 +9,7 @@ use super::classify::{Class, Classifier, Extracted, ResponseId};
 use super::pending::{PendingRequests, RequestHandle, RequestId};
 use super::rules::RouteRules;
 use crate::deadline::after;
-use crate::error::CorrelationError;
+use crate::error::{ConfigError, CorrelationError};
 use crate::rng::{MaskRng, Seed};
 
 /// How request ids are made.
@@ -39,6 +39,18 @@ pub struct RouterConfig {
 }
 
 impl RouterConfig {
+    /// Checks the limits (called by [`Stream::new`](crate::Stream::new)): a `scan_len` of 0
+    /// would recognise no response, a `max_pending` of 0 would refuse every request.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.rules.scan_len == 0 {
+            return Err(ConfigError::ZeroLimit("scan_len"));
+        }
+        if self.max_pending == 0 {
+            return Err(ConfigError::ZeroLimit("max_pending"));
+        }
+        Ok(())
+    }
+
     fn with(rules: RouteRules, id_style: IdStyle) -> Self {
         Self {
             rules,

@@ -175,6 +175,7 @@ impl Stream {
     pub fn new(config: StreamConfig, seed: Seed, now: Instant) -> Result<Self, ConfigError> {
         let endpoint = Endpoint::parse(&config.url)?;
         config.ws.validate()?;
+        config.router.validate()?;
         if let Profile::Betfair(auth) = &config.profile {
             if !profile::is_plain_json_string(&auth.app_key)
                 || !profile::is_plain_json_string(&auth.session)
