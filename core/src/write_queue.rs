@@ -24,6 +24,9 @@ pub struct WriteQueue {
     chunks: VecDeque<Bytes>,
     /// Bytes in `chunks`.
     bytes: usize,
+    /// The last [`fill`](Self::fill) stopped at the bound, not for want of bytes: the
+    /// stream may hold more.
+    held_back: bool,
 }
 
 impl WriteQueue {
@@ -70,6 +73,28 @@ impl WriteQueue {
         self.fill_up_to(Self::BACKLOG, next, tls)
     }
 
+    /// After a write: when it emptied the queue and the last [`fill`](Self::fill) left bytes
+    /// in the stream for want of room, fills again; whether it took any (then write again).
+    /// The common path — nothing held back — is two loads and no call.
+    #[inline]
+    pub fn refill(
+        &mut self,
+        next: impl FnMut() -> Option<Bytes>,
+        tls: Option<&mut TlsSession>,
+    ) -> bool {
+        self.chunks.is_empty() && self.held_back && self.refill_held_back(next, tls)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refill_held_back(
+        &mut self,
+        next: impl FnMut() -> Option<Bytes>,
+        tls: Option<&mut TlsSession>,
+    ) -> bool {
+        self.fill(next, tls)
+    }
+
     /// [`fill`](Self::fill) with no bound: for a connection the stream let go of, whose last
     /// bytes (a Close frame) must all be queued before the socket is flushed and dropped —
     /// none may be left to reach the next connection.
@@ -88,7 +113,12 @@ impl WriteQueue {
         mut tls: Option<&mut TlsSession>,
     ) -> bool {
         let mut took = false;
-        while self.bytes < bound {
+        self.held_back = false;
+        loop {
+            if self.bytes >= bound {
+                self.held_back = true;
+                break;
+            }
             let Some(chunk) = next() else { break };
             took = true;
             match tls.as_deref_mut() {
@@ -160,6 +190,11 @@ mod tests {
         assert!(q.fill(|| source.next(), None));
         // Taken until at least BACKLOG bytes wait, and not one chunk more.
         assert_eq!(q.queued_bytes(), 70_000);
+        assert!(q.held_back);
+        assert!(
+            !q.refill(|| source.next(), None),
+            "not written out: nothing taken"
+        );
         assert!(!q.fill(|| source.next(), None), "no room: nothing taken");
         assert_eq!(q.pop().map(|c| c.len()), Some(10_000));
         assert_eq!(q.queued_bytes(), 60_000);
@@ -167,6 +202,7 @@ mod tests {
         assert_eq!(q.queued_bytes(), 70_000);
         assert!(q.fill_all(|| source.next(), None));
         assert_eq!(q.queued_bytes(), 190_000);
+        assert!(!q.held_back, "the source ran dry");
         assert_eq!(source.next(), None);
         // Partial writes keep the count exact.
         q.write_with(|_| Ok(5)).unwrap(); // five bytes a write, 38,000 writes

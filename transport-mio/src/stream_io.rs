@@ -244,32 +244,38 @@ pub(crate) fn pump<H: DataHandler + Send + 'static>(
             TransportCommand::Connect(endpoint) => {
                 resolver.resolve(id, &endpoint.host, endpoint.port);
             }
-            TransportCommand::Disconnect => {
-                if let Some(mut sock) = e.sock.take() {
-                    if !matches!(e.stream.state(), feedwire_core::StreamState::Crashed(_)) {
-                        // Every byte the stream still holds for this connection (its Close
-                        // frame): none may be left to go out on the next one.
-                        let stream = &mut e.stream;
-                        sock.out
-                            .fill_all(|| stream.poll_transmit(), sock.tls.as_mut());
-                        if let Some(tls) = sock.tls.as_mut() {
-                            tls.send_close_notify();
-                            while let Some(c) = tls.poll_transmit() {
-                                sock.out.push(c);
-                            }
-                        }
-                        // Best effort, without blocking the loop: what the socket takes now.
-                        let tcp = &mut sock.tcp;
-                        let _ = sock.out.write_with(|slices| tcp.write_vectored(slices));
-                        let _ = sock.tcp.shutdown(std::net::Shutdown::Write);
-                    }
-                    let _ = registry.deregister(&mut sock.tcp);
-                }
-                e.readable = false;
-            }
+            TransportCommand::Disconnect => disconnect(e, registry),
         }
     }
     collect(e);
+}
+
+/// Lets the connection go: its last bytes out (best effort), then the socket closed.
+/// Out of line: `pump` runs on every read, this once a connection.
+#[cold]
+#[inline(never)]
+fn disconnect<H>(e: &mut Entry<H>, registry: &mio::Registry) {
+    if let Some(mut sock) = e.sock.take() {
+        if !matches!(e.stream.state(), feedwire_core::StreamState::Crashed(_)) {
+            // Every byte the stream still holds for this connection (its Close frame): none
+            // may be left to go out on the next one.
+            let stream = &mut e.stream;
+            sock.out
+                .fill_all(|| stream.poll_transmit(), sock.tls.as_mut());
+            if let Some(tls) = sock.tls.as_mut() {
+                tls.send_close_notify();
+                while let Some(c) = tls.poll_transmit() {
+                    sock.out.push(c);
+                }
+            }
+            // Best effort, without blocking the loop: what the socket takes now.
+            let tcp = &mut sock.tcp;
+            let _ = sock.out.write_with(|slices| tcp.write_vectored(slices));
+            let _ = sock.tcp.shutdown(std::net::Shutdown::Write);
+        }
+        let _ = registry.deregister(&mut sock.tcp);
+    }
+    e.readable = false;
 }
 
 /// Moves the core's events to the pending queue; awaited request answers go to their callers.
@@ -362,7 +368,10 @@ pub(crate) fn flush<H>(e: &mut Entry<H>, registry: &mio::Registry, id: StreamId)
         if let Err(err) = sock.out.write_with(|slices| tcp.write_vectored(slices)) {
             return stream.handle_transport_error(&err.to_string(), Instant::now());
         }
-        if !sock.out.is_empty() || !sock.out.fill(|| stream.poll_transmit(), sock.tls.as_mut()) {
+        if !sock
+            .out
+            .refill(|| stream.poll_transmit(), sock.tls.as_mut())
+        {
             break;
         }
     }

@@ -644,7 +644,9 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         loop {
             conn.out
                 .write_with(|slices| conn.sock.try_write_vectored(slices))?;
-            if !conn.out.is_empty() || !conn.out.fill(|| stream.poll_transmit(), conn.tls.as_mut())
+            if !conn
+                .out
+                .refill(|| stream.poll_transmit(), conn.tls.as_mut())
             {
                 return Ok(());
             }

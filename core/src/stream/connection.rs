@@ -86,6 +86,7 @@ impl Connection {
         }
     }
 
+    #[inline]
     pub(crate) fn poll_transmit(&mut self) -> Option<Bytes> {
         match self {
             Self::Ws(c) => c.poll_transmit(),

@@ -123,8 +123,8 @@ pub struct WebSocketClient {
     decoded: Vec<Decoded>,
     tx: TransmitQueue,
     /// The latest Ping's Pong while `tx` is too full to take it, framed into `tx` when the
-    /// transport next asks for bytes. INVARIANT: owed only while `Open` and before any Close
-    /// is queued.
+    /// transport next asks for bytes. INVARIANT: owed only while `Open`: queueing our Close
+    /// frames it first, a failure drops it.
     pong: OwedPong,
     rng: MaskRng,
     events: VecDeque<Event>,
@@ -358,8 +358,11 @@ impl WebSocketClient {
     /// asking while its peer is not reading (see [`crate::WriteQueue`]): what the engine
     /// queues by itself meanwhile stays bounded, since it answers only the latest Ping.
     #[must_use]
+    #[inline]
     pub fn poll_transmit(&mut self) -> Option<Bytes> {
-        if matches!(self.phase, Phase::Open) {
+        // One byte compared on every call (every read of a paced stream makes one): the
+        // framing is out of line.
+        if self.pong.is_owed() {
             self.frame_owed_pong();
         }
         self.tx.pop()
@@ -433,6 +436,8 @@ impl WebSocketClient {
 
     /// Queues the owed Pong, if any, behind what `tx` holds (a frame's header and payload
     /// may be separate chunks there: nothing is put between them).
+    #[cold]
+    #[inline(never)]
     fn frame_owed_pong(&mut self) {
         if let Some(payload) = self.pong.take() {
             let key = self.rng.mask_key();
@@ -782,6 +787,8 @@ impl WebSocketClient {
                 self.queue_close(p.close_code(), b"");
             }
         }
+        // Failed without a Close (or after one): nothing more is answered.
+        let _ = self.pong.take();
         tracing::debug!(%error, host = %self.endpoint.host, "websocket connection failed");
         self.events.push_back(Event::Failed(error.clone()));
         self.phase = Phase::Failed(error);

@@ -34,6 +34,12 @@ impl OwedPong {
         self.len = Some(len as u8);
     }
 
+    /// Whether a Pong is owed.
+    #[inline]
+    pub(super) fn is_owed(&self) -> bool {
+        self.len.is_some()
+    }
+
     /// The payload owed, if any; afterwards nothing is owed.
     pub(super) fn take(&mut self) -> Option<&[u8]> {
         let len = usize::from(self.len.take()?);
