@@ -95,15 +95,21 @@ impl WriteQueue {
         self.fill(next, tls)
     }
 
-    /// [`fill`](Self::fill) with no bound: for a connection the stream let go of, whose last
-    /// bytes (a Close frame) must all be queued before the socket is flushed and dropped —
-    /// none may be left to reach the next connection.
-    pub fn fill_all(
+    /// For a connection the stream let go of: every byte it still holds (its Close frame),
+    /// whatever the bound — none may be left to reach the next connection — then, over TLS,
+    /// a close_notify; all queued for the transport's last, best-effort flush.
+    pub fn fill_for_close(
         &mut self,
         next: impl FnMut() -> Option<Bytes>,
-        tls: Option<&mut TlsSession>,
-    ) -> bool {
-        self.fill_up_to(usize::MAX, next, tls)
+        mut tls: Option<&mut TlsSession>,
+    ) {
+        self.fill_up_to(usize::MAX, next, tls.as_deref_mut());
+        if let Some(tls) = tls {
+            tls.send_close_notify();
+            while let Some(record) = tls.poll_transmit() {
+                self.push(record);
+            }
+        }
     }
 
     fn fill_up_to(
@@ -183,7 +189,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fill_stops_at_the_backlog_and_fill_all_takes_everything() {
+    fn fill_stops_at_the_backlog_and_fill_for_close_takes_everything() {
         let chunk = Bytes::from(vec![7u8; 10_000]);
         let mut source = std::iter::repeat_n(chunk, 20);
         let mut q = WriteQueue::default();
@@ -200,7 +206,7 @@ mod tests {
         assert_eq!(q.queued_bytes(), 60_000);
         assert!(q.fill(|| source.next(), None));
         assert_eq!(q.queued_bytes(), 70_000);
-        assert!(q.fill_all(|| source.next(), None));
+        q.fill_for_close(|| source.next(), None);
         assert_eq!(q.queued_bytes(), 190_000);
         assert!(!q.held_back, "the source ran dry");
         assert_eq!(source.next(), None);

@@ -261,13 +261,7 @@ fn disconnect<H>(e: &mut Entry<H>, registry: &mio::Registry) {
             // may be left to go out on the next one.
             let stream = &mut e.stream;
             sock.out
-                .fill_all(|| stream.poll_transmit(), sock.tls.as_mut());
-            if let Some(tls) = sock.tls.as_mut() {
-                tls.send_close_notify();
-                while let Some(c) = tls.poll_transmit() {
-                    sock.out.push(c);
-                }
-            }
+                .fill_for_close(|| stream.poll_transmit(), sock.tls.as_mut());
             // Best effort, without blocking the loop: what the socket takes now.
             let tcp = &mut sock.tcp;
             let _ = sock.out.write_with(|slices| tcp.write_vectored(slices));

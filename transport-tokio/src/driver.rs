@@ -458,14 +458,8 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         // none is left to go out on the next one.
         let stream = &mut self.stream;
         conn.out
-            .fill_all(|| stream.poll_transmit(), conn.tls.as_mut());
+            .fill_for_close(|| stream.poll_transmit(), conn.tls.as_mut());
         // Let the last bytes (a Close frame, TLS close_notify) out, briefly, off the hot path.
-        if let Some(tls) = conn.tls.as_mut() {
-            tls.send_close_notify();
-            while let Some(c) = tls.poll_transmit() {
-                conn.out.push(c);
-            }
-        }
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
             let flush = async {
