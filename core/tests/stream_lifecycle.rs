@@ -1027,3 +1027,74 @@ fn durations_meaning_never_and_odd_jitter_never_panic() {
         );
     }
 }
+
+/// An answer can only come on the connection its request went out on. A SUBSCRIBE cut off
+/// by a dropped connection is resent by the resubscription and ends silently — no
+/// `RequestTimedOut` ten seconds after a resubscription that worked — while a request the
+/// application made is reported lost at once, not timed out later.
+#[test]
+fn requests_cut_off_by_a_dropped_connection_end_with_it() {
+    let mut h = Harness::new(binance());
+    h.s.subscribe(&["btcusdt@aggTrade"], h.now).unwrap();
+    h.open_ws();
+    h.sent_texts();
+    h.s.handle_eof(h.now);
+    h.pump();
+    h.advance(Duration::from_secs(1));
+    h.open_ws();
+    h.feed_text(r#"{"result":null,"id":2}"#);
+    h.feed_text(r#"{"e":"aggTrade"}"#);
+    h.advance(Duration::from_secs(30));
+    let evs = h.take_events();
+    assert!(
+        evs.contains(&StreamEvent::Resubscribed { count: 1 }),
+        "{evs:?}"
+    );
+    assert!(
+        !evs.iter().any(|e| matches!(
+            e,
+            StreamEvent::RequestTimedOut { .. } | StreamEvent::RequestLost { .. }
+        )),
+        "{evs:?}"
+    );
+    // A LIST_SUBSCRIPTIONS in flight when the connection drops: lost, at once.
+    h.s.list_subscriptions(h.now).unwrap();
+    h.pump();
+    h.s.handle_eof(h.now);
+    h.pump();
+    let evs = h.take_events();
+    assert!(
+        matches!(
+            evs.first(),
+            Some(StreamEvent::RequestLost {
+                kind: RequestKind::ListSubscriptions,
+                ..
+            })
+        ),
+        "{evs:?}"
+    );
+    h.advance(Duration::from_secs(60));
+    assert!(!h
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, StreamEvent::RequestTimedOut { .. })));
+}
+
+#[test]
+fn a_request_pending_at_a_stop_is_lost_before_the_stream_closes() {
+    let mut h = open(StreamConfig::binance_ws_api(
+        "ws://127.0.0.1:9443/ws-api/v3",
+    ));
+    h.take_events();
+    let id = h.s.request("time", None, h.now).unwrap();
+    h.pump();
+    h.s.crash("done", h.now);
+    h.pump();
+    let evs = h.take_events();
+    assert!(
+        matches!(&evs[..], [StreamEvent::RequestLost { id: i, .. }, StreamEvent::Crashed(_)] if *i == id),
+        "{evs:?}"
+    );
+    h.advance(Duration::from_secs(60));
+    assert!(h.take_events().is_empty(), "nothing after the end");
+}

@@ -114,6 +114,9 @@ pub enum LoopError {
     /// A request got no response within its timeout.
     #[error("request timed out")]
     TimedOut,
+    /// The connection a request went out on ended before its answer came.
+    #[error("connection lost before the answer came")]
+    ConnectionLost,
 }
 
 pub(crate) type Reply<T> = Sender<Result<T, LoopError>>;

@@ -295,6 +295,7 @@ pub(crate) fn collect<H: DataHandler>(e: &mut Entry<H>) {
             let _ = reply.send(match answer {
                 Answer::Response { payload, .. } => Ok(payload),
                 Answer::TimedOut => Err(LoopError::TimedOut),
+                Answer::Lost => Err(LoopError::ConnectionLost),
             });
         });
         e.pending.extend(unclaimed);

@@ -494,6 +494,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                             is_error,
                         }),
                         Answer::TimedOut => Err(CommandError::TimedOut),
+                        Answer::Lost => Err(CommandError::ConnectionLost),
                     });
                 });
                 self.pending.extend(unclaimed);

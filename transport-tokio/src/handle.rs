@@ -63,6 +63,9 @@ pub enum CommandError {
     /// The request got no response within the request timeout.
     #[error("request timed out")]
     TimedOut,
+    /// The connection the request went out on ended before its answer came.
+    #[error("connection lost before the answer came")]
+    ConnectionLost,
 }
 
 /// The answer to [`StreamHandle::request`].

@@ -191,6 +191,21 @@ impl<T> PendingRequests<T> {
         }
     }
 
+    /// Removes every request, oldest deadline first: their connection ended, so no answer
+    /// can come.
+    pub fn abandon(&mut self, mut on_abandoned: impl FnMut(RequestHandle, RequestId, T)) {
+        while let Some(Reverse((_, slot, generation))) = self.deadlines.pop() {
+            let s = &self.slots[slot as usize];
+            if s.generation != generation {
+                continue;
+            }
+            let id = s.entry.as_ref().map(|e| e.id.clone());
+            if let (Some(id), Some((handle, tag))) = (id, self.remove_slot(slot)) {
+                on_abandoned(handle, id, tag);
+            }
+        }
+    }
+
     fn drop_stale_deadlines(&mut self) {
         while let Some(Reverse((_, slot, generation))) = self.deadlines.peek() {
             let s = &self.slots[*slot as usize];

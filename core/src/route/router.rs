@@ -269,6 +269,12 @@ impl<T> Router<T> {
         });
     }
 
+    /// Ends every pending request, oldest first, calling `on_lost` with each: for when the
+    /// connection they were sent on ended (an answer can only come on that connection).
+    pub fn abandon_pending(&mut self, mut on_lost: impl FnMut(RequestId, T)) {
+        self.pending.abandon(|_, id, tag| on_lost(id, tag));
+    }
+
     /// The next request that timed out.
     #[must_use]
     pub fn poll_timed_out(&mut self) -> Option<TimedOut<T>> {

@@ -25,6 +25,8 @@ pub enum Answer {
     },
     /// No answer came in time.
     TimedOut,
+    /// The connection ended before an answer came.
+    Lost,
 }
 
 /// Reply handles of `R` by request id: the requests whose answers a caller awaits.
@@ -72,7 +74,9 @@ impl<R> AwaitedAnswers<R> {
         answer: impl FnOnce(R, Answer),
     ) -> Option<StreamEvent> {
         let id = match &event {
-            StreamEvent::Response { id, .. } | StreamEvent::RequestTimedOut { id, .. } => id,
+            StreamEvent::Response { id, .. }
+            | StreamEvent::RequestTimedOut { id, .. }
+            | StreamEvent::RequestLost { id, .. } => id,
             _ => return Some(event),
         };
         let Some(reply) = self.waiting.remove(id) else {
@@ -92,6 +96,7 @@ impl<R> AwaitedAnswers<R> {
                     is_error,
                 },
             ),
+            StreamEvent::RequestLost { .. } => answer(reply, Answer::Lost),
             _ => answer(reply, Answer::TimedOut),
         }
         None
@@ -167,6 +172,23 @@ mod tests {
                 ("timed out", Answer::TimedOut),
             ]
         );
+    }
+
+    #[test]
+    fn a_lost_request_goes_to_its_caller_as_lost() {
+        let mut awaited = AwaitedAnswers::new();
+        awaited.insert(RequestId::Int(3), "lost");
+        let mut got = Vec::new();
+        let lost = StreamEvent::RequestLost {
+            id: RequestId::Int(3),
+            kind: RequestKind::Request("time".into()),
+        };
+        assert_eq!(
+            awaited.claim(lost, |reply, answer| got.push((reply, answer))),
+            None
+        );
+        assert_eq!(got, [("lost", Answer::Lost)]);
+        assert!(awaited.is_empty());
     }
 
     #[test]

@@ -255,6 +255,16 @@ pub enum StreamEvent {
         /// What it was.
         kind: RequestKind,
     },
+    /// A request whose connection ended before its answer came: none can come now (ask
+    /// again once the stream is open). Reported at once, instead of a timeout later.
+    /// Requests the stream redoes by itself on the next connection — subscriptions
+    /// (resent), authentication, heartbeats — end silently.
+    RequestLost {
+        /// Id it was sent with.
+        id: RequestId,
+        /// What it was.
+        kind: RequestKind,
+    },
     /// The server confirmed these subscriptions.
     Subscribed {
         /// Streams (Binance) or the subscription op (Betfair).

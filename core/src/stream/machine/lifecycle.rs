@@ -270,6 +270,18 @@ impl Stream {
     /// `flush`, bytes the engine still queued (a Close echo, a Close with an error code) are
     /// handed out by `poll_transmit` before the transport acts on the `Disconnect`.
     pub(super) fn release_connection(&mut self, flush: bool) {
+        // Answers come on the connection a request went out on: none can come now. What
+        // the stream redoes on the next connection (subscriptions, authentication) ends
+        // silently; what an application asked for is reported lost, at once.
+        let events = &mut self.events;
+        self.router.abandon_pending(|id, kind| {
+            if matches!(
+                kind,
+                RequestKind::Request(_) | RequestKind::ListSubscriptions
+            ) {
+                events.push_back(StreamEvent::RequestLost { id, kind });
+            }
+        });
         let had = self.conn.take().map(|c| {
             if flush {
                 self.draining = Some(c);
