@@ -282,6 +282,14 @@ pub fn accept_upgrade(sock: &mut std::net::TcpStream) {
     sock.write_all(&accept_response(&head)).expect("101");
 }
 
+/// The `n`th Ping's payload: its number, padded to the largest control payload.
+fn ping_payload(n: usize) -> [u8; 125] {
+    let mut payload = [b'.'; 125];
+    let digits = n.to_string();
+    payload[..digits.len()].copy_from_slice(digits.as_bytes());
+    payload
+}
+
 /// A peer that floods Pings and reads nothing: the client keeps reading, and what it queues
 /// for the peer stays bounded — when the peer finally reads, it finds at most the kernel's
 /// buffers and the adapter's backlog of Pongs, not one per Ping — and the latest Ping is
@@ -301,21 +309,13 @@ pub fn a_ping_flood_from_a_peer_that_does_not_read_stays_bounded(adapter: &dyn A
         while pings * PING < FLOOD {
             batch.clear();
             for _ in 0..1024 {
-                let mut payload = [b'.'; 125];
-                let n = pings.to_string();
-                payload[..n.len()].copy_from_slice(n.as_bytes());
-                feedwire_core::push_server_frame(&mut batch, true, 9, &payload);
+                feedwire_core::push_server_frame(&mut batch, true, 9, &ping_payload(pings));
                 pings += 1;
             }
             sock.write_all(&batch)
                 .expect("the client keeps reading Pings");
         }
-        let last = {
-            let mut payload = [b'.'; 125];
-            let n = (pings - 1).to_string();
-            payload[..n.len()].copy_from_slice(n.as_bytes());
-            payload.to_vec()
-        };
+        let last = ping_payload(pings - 1).to_vec();
         // Now read what the client queued meanwhile, until it has been quiet a while.
         sock.set_read_timeout(Some(Duration::from_millis(500)))
             .unwrap();
