@@ -205,6 +205,14 @@ pub enum ConfigError {
         /// Its largest value, bytes.
         max: usize,
     },
+    /// A list holds more entries than the engine takes.
+    #[error("{name} holds at most {max} entries")]
+    TooMany {
+        /// The knob.
+        name: &'static str,
+        /// Most entries.
+        max: usize,
+    },
 }
 
 /// Why a line stream failed, or a line could not be sent.

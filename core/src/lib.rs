@@ -47,7 +47,7 @@ pub use mask::apply_mask;
 pub use rng::{os_seed, Seed};
 pub use route::{
     classify, Class, Classifier, Condition, Extracted, IdStyle, PendingRequests, RequestHandle,
-    RequestId, ResponseId, RouteRules, Routed, Router, RouterConfig, TimedOut,
+    RequestId, ResponseId, RouteRules, Routed, Router, RouterConfig, TimedOut, MAX_EXTRACT_KEYS,
 };
 /// The TLS library, re-exported so that custom `ClientConfig`s and root stores match ours.
 pub use rustls;

@@ -11,7 +11,7 @@ use common::harness::Harness;
 use feedwire_core::testing::server_frame;
 use feedwire_core::{
     CloseInitiator, ConfigError, EndReason, Error, HandshakeError, RequestId, RequestKind, Stream,
-    StreamConfig, StreamError, StreamEvent, StreamState, TransportCommand,
+    StreamConfig, StreamError, StreamEvent, StreamState, TransportCommand, MAX_EXTRACT_KEYS,
 };
 
 const URL: &str = "ws://127.0.0.1:9443/ws";
@@ -966,15 +966,10 @@ fn a_list_of_many_subscriptions_meets_its_request() {
     assert_no_timeout_follows(&mut h);
 }
 
-/// Sets one duration knob of a configuration.
-type SetDuration = fn(&mut StreamConfig, Duration);
-
-/// `Duration::MAX` is a natural way to write "never": every timeout, delay and lifetime takes
-/// it (deadlines saturate at a century) without a panic — which in an adapter's loop would
-/// end every stream it serves — and a NaN jitter means none. Each knob in turn, through a
-/// whole life: open, data, a dropped connection and its reconnect, stop.
+/// A routing configuration that could not work as written is refused up front: no scan,
+/// no room for a request, more extracted keys than are reported.
 #[test]
-fn routing_limits_of_zero_are_typed_errors() {
+fn unusable_routing_limits_are_typed_errors() {
     let mut c = binance();
     c.router.rules.scan_len = 0;
     assert!(matches!(
@@ -987,8 +982,24 @@ fn routing_limits_of_zero_are_typed_errors() {
         Stream::new(c, [0; 32], std::time::Instant::now()),
         Err(ConfigError::ZeroLimit("max_pending"))
     ));
+    let mut c = binance();
+    c.router.rules.extract_keys = ["a", "b", "c", "d"].map(String::from).to_vec();
+    assert!(matches!(
+        Stream::new(c, [0; 32], std::time::Instant::now()),
+        Err(ConfigError::TooMany {
+            name: "extract_keys",
+            max: MAX_EXTRACT_KEYS
+        })
+    ));
 }
 
+/// Sets one duration knob of a configuration.
+type SetDuration = fn(&mut StreamConfig, Duration);
+
+/// `Duration::MAX` is a natural way to write "never": every timeout, delay and lifetime takes
+/// it (deadlines saturate at a century) without a panic — which in an adapter's loop would
+/// end every stream it serves — and a NaN jitter means none. Each knob in turn, through a
+/// whole life: open, data, a dropped connection and its reconnect, stop.
 #[test]
 fn durations_meaning_never_and_odd_jitter_never_panic() {
     let never = Duration::MAX;

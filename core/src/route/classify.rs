@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::head_scan::{first_key_among, for_each_compact_pair, for_each_pair, value_is, Value};
 use super::head_shape::{HeadShapes, KeyRoles};
-use super::rules::{Condition, RouteRules};
+use super::rules::{Condition, RouteRules, MAX_EXTRACT_KEYS};
 
 /// A response's id, as the message carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -46,8 +46,8 @@ pub enum Class {
 }
 
 /// String values of [`RouteRules::extract_keys`] from a data message's head, in key order
-/// (at most three keys).
-pub type Extracted = [Option<Bytes>; 3];
+/// (at most [`MAX_EXTRACT_KEYS`]).
+pub type Extracted = [Option<Bytes>; MAX_EXTRACT_KEYS];
 
 /// Classifies `payload` by its first `rules.scan_len` bytes. Compiles the rules on every
 /// call; hot paths keep a [`Classifier`].
@@ -192,8 +192,10 @@ impl Compiled {
             c.lists[slot] = first..c.conds.len();
         }
         c.id_key = c.index(&rules.id_key);
-        let mut extract = [None; 3];
-        for (slot, key) in rules.extract_keys.iter().take(3).enumerate() {
+        let mut extract = [None; MAX_EXTRACT_KEYS];
+        // More keys are refused by `RouterConfig::validate`; a classifier made without it
+        // reports the first ones.
+        for (slot, key) in rules.extract_keys.iter().take(MAX_EXTRACT_KEYS).enumerate() {
             extract[slot] = Some(c.index(key));
         }
         // Every rule key's first value is part of a shape but an extracted key's that no

@@ -14,4 +14,4 @@ pub use classify::{classify, Class, Classifier, Extracted, ResponseId};
 pub(crate) use head_shape::HeadShapes;
 pub use pending::{PendingRequests, RequestHandle, RequestId};
 pub use router::{IdStyle, Routed, Router, RouterConfig, TimedOut};
-pub use rules::{Condition, RouteRules};
+pub use rules::{Condition, RouteRules, MAX_EXTRACT_KEYS};

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::classify::{Class, Classifier, Extracted, ResponseId};
 use super::pending::{PendingRequests, RequestHandle, RequestId};
-use super::rules::RouteRules;
+use super::rules::{RouteRules, MAX_EXTRACT_KEYS};
 use crate::deadline::after;
 use crate::error::{ConfigError, CorrelationError};
 use crate::rng::{MaskRng, Seed};
@@ -40,8 +40,15 @@ pub struct RouterConfig {
 
 impl RouterConfig {
     /// Checks the limits (called by [`Stream::new`](crate::Stream::new)): a `scan_len` of 0
-    /// would recognise no response, a `max_pending` of 0 would refuse every request.
+    /// would recognise no response, a `max_pending` of 0 would refuse every request, and
+    /// values of extract keys past [`MAX_EXTRACT_KEYS`] would never be reported.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.rules.extract_keys.len() > MAX_EXTRACT_KEYS {
+            return Err(ConfigError::TooMany {
+                name: "extract_keys",
+                max: MAX_EXTRACT_KEYS,
+            });
+        }
         if self.rules.scan_len == 0 {
             return Err(ConfigError::ZeroLimit("scan_len"));
         }

@@ -52,6 +52,10 @@ impl Condition {
     }
 }
 
+/// Most [`RouteRules::extract_keys`] a classifier reports: their values travel with every
+/// data message in a fixed array ([`Extracted`](crate::route::Extracted)), no allocation.
+pub const MAX_EXTRACT_KEYS: usize = 3;
+
 /// How messages are told apart. A message is a **response** if any `response` condition
 /// holds on its head, else **data**. Only top-level keys whose bytes end inside the first
 /// `scan_len` bytes count; for duplicated keys the first occurrence counts. One exception,
@@ -75,7 +79,8 @@ pub struct RouteRules {
     /// The key carrying a response's request id (looked for past the head when the head
     /// holds none).
     pub id_key: String,
-    /// Keys whose string values are reported for data messages (at most three), e.g. the
+    /// Keys whose string values are reported for data messages (at most
+    /// [`MAX_EXTRACT_KEYS`]; more is [`ConfigError::TooMany`](crate::ConfigError::TooMany)), e.g. the
     /// Betfair message type and stream position (`op`, `initialClk`, `clk`) so that a
     /// resubscription resumes without a gap.
     pub extract_keys: Vec<String>,
