@@ -578,3 +578,41 @@ fn the_low_water_mark_counts_the_partial_record_already_in() {
     .unwrap();
     assert_eq!(tls.read_low_water(100_000), 1, "plaintext held");
 }
+
+/// A peer may ask for a key update at any time (TLS 1.3, RFC 8446 §4.6.3), and the answer
+/// is owed only before our next record. A server asking with every message while we send
+/// nothing — a market-data stream reads for hours without writing — must not make us queue
+/// an answer per request: rustls keeps one, sent with our next write. Data keeps flowing,
+/// and that next write still reaches the server under the keys it expects.
+#[test]
+fn key_update_requests_from_the_server_queue_one_answer_not_one_each() {
+    let (mut tls, mut server) = connected();
+    let mut sink = Collect {
+        accepting: true,
+        ..Collect::default()
+    };
+    let requests = 20_000;
+    let mut sent = 0;
+    for i in 0..requests {
+        server.refresh_traffic_keys().unwrap();
+        let message = format!("message {i};");
+        server.writer().write_all(message.as_bytes()).unwrap();
+        let ciphertext = server_output(&mut server);
+        sent += ciphertext.len();
+        deliver(&mut tls, &ciphertext, &mut sink).unwrap();
+    }
+    let expected: String = (0..requests).map(|i| format!("message {i};")).collect();
+    assert_eq!(sink.bytes, expected.as_bytes());
+    let mut answers = 0;
+    while let Some(c) = tls.poll_transmit() {
+        answers += c.len();
+    }
+    assert!(
+        answers < 1024,
+        "{answers} bytes to send after {requests} key update requests ({sent} bytes in)"
+    );
+    // Our next write carries the one answer first; the server reads the write.
+    tls.write_plaintext(b"SUBSCRIBE");
+    let received = pump(&mut tls, &mut server, &mut sink).unwrap();
+    assert_eq!(received, b"SUBSCRIBE");
+}
