@@ -38,3 +38,64 @@ fn quiet_streams_give_their_read_buffer_back() {
     );
     s.stop();
 }
+
+/// mio only: a handler's blocking call on its own loop's handle (a subscribe in reaction to
+/// data) is refused at once — it used to wait for an answer only the loop it blocked could
+/// give, hanging every stream of the loop and every thread that called it. The loop goes
+/// on: another thread's call is answered, and a stop from the handler (nothing to wait for)
+/// ends the stream.
+#[test]
+fn a_handler_calling_its_own_loop_is_refused_not_hung() {
+    use std::sync::{Arc, Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+
+    use feedwire_core::{CloseInitiator, StreamConfig, StreamEvent};
+    use feedwire_mio::{Delivery, LoopHandle, MioOptions};
+    use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
+    use feedwire_tests::loop_reentry::{assert_refused, CallsItsOwnLoop, Outcome};
+
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(2000),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let handle = LoopHandle::spawn(MioOptions::default()).unwrap();
+    let id = Arc::new(OnceLock::new());
+    let outcome = Arc::new(Mutex::new(Outcome::default()));
+    let handler = CallsItsOwnLoop {
+        handle: handle.clone(),
+        id: id.clone(),
+        outcome: outcome.clone(),
+        stop_when_subscribed: "bnbusdt@trade",
+    };
+    let (sid, _) = handle
+        .connect(
+            StreamConfig::binance_stream(&srv.url()),
+            Delivery::Handler(Box::new(handler)),
+        )
+        .unwrap();
+    id.set(sid).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while outcome.lock().unwrap().data == 0 {
+        assert!(Instant::now() < deadline, "no data");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The loop still answers another thread; the confirmation makes the handler stop.
+    handle.subscribe(sid, &["bnbusdt@trade"]).unwrap();
+    while outcome.lock().unwrap().end.is_none() {
+        assert!(Instant::now() < deadline, "the stop from the handler");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let outcome = outcome.lock().unwrap();
+    assert_refused(&outcome);
+    assert_eq!(
+        outcome.end,
+        Some(StreamEvent::Closed {
+            by: CloseInitiator::Local,
+            code: 1000
+        })
+    );
+    drop(outcome);
+    handle.shutdown();
+}

@@ -173,3 +173,52 @@ fn a_busy_polling_loop_delivers_keeps_its_limits_and_hears_commands() {
 
     crash_from_another_thread(&mut feed, id, &seen, Duration::from_secs(20));
 }
+
+/// A handler holding the embedded loop's handle is inside the application's `turn` when it
+/// is called: its blocking calls are refused (they would wait for a turn that cannot come),
+/// a stop from it works.
+#[test]
+fn a_handler_calling_the_loop_it_is_turned_by_is_refused_not_hung() {
+    use std::sync::OnceLock;
+
+    use feedwire_tests::loop_reentry::{assert_refused, CallsItsOwnLoop, Outcome};
+
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(200),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let id = Arc::new(OnceLock::new());
+    let outcome = Arc::new(Mutex::new(Outcome::default()));
+    let handler = CallsItsOwnLoop {
+        handle: feed.handle(),
+        id: id.clone(),
+        outcome: outcome.clone(),
+        stop_when_subscribed: "bnbusdt@trade",
+    };
+    let (sid, _) = feed
+        .connect(
+            StreamConfig::binance_stream(&srv.url()),
+            Delivery::Handler(Box::new(handler)),
+        )
+        .unwrap();
+    id.set(sid).unwrap();
+    turn_until(&mut feed, "data", || outcome.lock().unwrap().data > 0);
+    // From the loop's thread between turns, its own method; the confirmation makes the
+    // handler stop the stream.
+    feed.subscribe(sid, &["bnbusdt@trade"]).unwrap();
+    turn_until(&mut feed, "the stop from the handler", || {
+        outcome.lock().unwrap().end.is_some()
+    });
+    let outcome = outcome.lock().unwrap();
+    assert_refused(&outcome);
+    assert_eq!(
+        outcome.end,
+        Some(StreamEvent::Closed {
+            by: CloseInitiator::Local,
+            code: 1000
+        })
+    );
+}

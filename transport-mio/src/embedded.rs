@@ -62,12 +62,13 @@ impl<H: DataHandler + Send + 'static> MioLoop<H> {
         let (tx, rx) = mpsc::channel();
         let (inner, waker) = EventLoop::new(options, rx, tx.clone())?;
         Ok(Self {
-            inner,
             handle: LoopHandle {
                 commands: tx,
                 waker,
                 thread: None,
+                loop_id: inner.id(),
             },
+            inner,
             events: Events::with_capacity(1024),
             running: true,
         })
@@ -75,7 +76,9 @@ impl<H: DataHandler + Send + 'static> MioLoop<H> {
 
     /// Controls this loop from other threads (every command wakes a waiting `turn`).
     /// Blocking calls on it (`connect`, `subscribe`, …) must not be made from the thread that
-    /// turns the loop: use the methods of `MioLoop` there.
+    /// turns the loop: use the methods of `MioLoop` there. From inside a turn (a handler)
+    /// they are refused ([`LoopError::OnLoopThread`]); between turns they would wait for
+    /// the next one.
     pub fn handle(&self) -> LoopHandle<H> {
         self.handle.clone()
     }
@@ -95,6 +98,7 @@ impl<H: DataHandler + Send + 'static> MioLoop<H> {
         mut on_user_event: impl FnMut(&Event),
     ) -> std::io::Result<bool> {
         if self.running {
+            let _inside = self.inner.id().enter();
             self.running = self
                 .inner
                 .turn(&mut self.events, max_wait, &mut on_user_event)?;
@@ -104,6 +108,7 @@ impl<H: DataHandler + Send + 'static> MioLoop<H> {
 
     fn call<T>(&mut self, make: impl FnOnce(Reply<T>) -> Command<H>) -> Result<T, LoopError> {
         let (tx, rx): (Reply<T>, Receiver<Result<T, LoopError>>) = mpsc::channel();
+        let _inside = self.inner.id().enter();
         self.inner.command(make(tx));
         // Outputs (a subscription frame, a connect) go out now, not at the next turn.
         self.inner.service_ready();
@@ -122,12 +127,14 @@ impl<H: DataHandler + Send + 'static> MioLoop<H> {
     /// Graceful stop: the Close frame is written within this call. What is still delivered
     /// after it: [`Stream::stop`](feedwire_core::Stream::stop).
     pub fn stop(&mut self, id: StreamId) {
+        let _inside = self.inner.id().enter();
         self.inner.command(Command::Stop(id));
         self.inner.service_ready();
     }
 
     /// Immediate end, within this call.
     pub fn crash(&mut self, id: StreamId, reason: &str) {
+        let _inside = self.inner.id().enter();
         self.inner.command(Command::Crash(id, reason.to_owned()));
         self.inner.service_ready();
     }

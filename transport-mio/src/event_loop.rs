@@ -13,6 +13,7 @@ use mio::{Events, Poll, Token, Waker};
 
 use crate::deadlines::{Deadlines, StreamDeadline};
 use crate::handle::{Command, LoopError, MioOptions, StreamId};
+use crate::loop_thread::LoopId;
 use crate::resolver::Resolver;
 use crate::slot::Slab;
 use crate::stream_io::{connect_next, deliver, flush, id_of, pump, read, set_low_water, Entry};
@@ -46,6 +47,7 @@ pub(crate) struct EventLoop<H> {
     next_sweep: Instant,
     tls: Arc<ClientConfig>,
     options: MioOptions,
+    id: LoopId,
 }
 
 impl<H: DataHandler + Send + 'static> EventLoop<H> {
@@ -69,6 +71,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 next_sweep: Instant::now() + IDLE_RELEASE,
                 tls: options.tls.clone().unwrap_or_else(default_tls_config),
                 options,
+                id: LoopId::new(),
             },
             waker,
         ))
@@ -76,6 +79,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
 
     /// Turns until shutdown (the loop's own thread).
     pub(crate) fn run(mut self) {
+        let _inside = self.id.enter();
         let mut events = Events::with_capacity(1024);
         loop {
             match self.turn(&mut events, None, &mut |_| {}) {
@@ -87,6 +91,11 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 }
             }
         }
+    }
+
+    /// Which loop this is (its handles carry the id too).
+    pub(crate) fn id(&self) -> LoopId {
+        self.id
     }
 
     pub(crate) fn registry(&self) -> &mio::Registry {

@@ -14,6 +14,7 @@ use feedwire_core::{
 };
 
 use crate::event_loop::EventLoop;
+use crate::loop_thread::LoopId;
 
 /// Loop settings.
 #[derive(Debug, Clone)]
@@ -117,6 +118,12 @@ pub enum LoopError {
     /// The connection a request went out on ended before its answer came.
     #[error("connection lost before the answer came")]
     ConnectionLost,
+    /// A call that waits for the loop's answer was made on the thread turning that loop
+    /// (from a handler): the loop cannot answer while the call holds it, so it would wait
+    /// forever. Nothing was done. `stop` and `crash` work from there; others, from another
+    /// thread (or, on a [`MioLoop`](crate::MioLoop), its own methods between turns).
+    #[error("blocking call made on the loop's own thread (from a handler) refused")]
+    OnLoopThread,
 }
 
 pub(crate) type Reply<T> = Sender<Result<T, LoopError>>;
@@ -161,11 +168,14 @@ impl<H> Command<H> {
     }
 }
 
-/// Controls a loop from any thread; cloneable. Every command wakes the loop at once.
+/// Controls a loop from any thread; cloneable. Every command wakes the loop at once. The
+/// calls that return a result wait for the loop's answer; made from the loop's own thread
+/// (in a handler) they are refused with [`LoopError::OnLoopThread`] rather than hang it.
 pub struct LoopHandle<H = AnyDataHandler> {
     pub(crate) commands: Sender<Command<H>>,
     pub(crate) waker: Arc<mio::Waker>,
     pub(crate) thread: Option<Arc<JoinHandle<()>>>,
+    pub(crate) loop_id: LoopId,
 }
 
 impl<H> Clone for LoopHandle<H> {
@@ -174,6 +184,7 @@ impl<H> Clone for LoopHandle<H> {
             commands: self.commands.clone(),
             waker: self.waker.clone(),
             thread: self.thread.clone(),
+            loop_id: self.loop_id,
         }
     }
 }
@@ -199,6 +210,7 @@ impl<H: DataHandler + Send + 'static> LoopHandle<H> {
     pub fn spawn_lending_to(options: MioOptions) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel();
         let (event_loop, waker) = EventLoop::new(options, rx, tx.clone())?;
+        let loop_id = event_loop.id();
         let thread = std::thread::Builder::new()
             .name("feedwire-mio".into())
             .spawn(move || event_loop.run())?;
@@ -206,6 +218,7 @@ impl<H: DataHandler + Send + 'static> LoopHandle<H> {
             commands: tx,
             waker,
             thread: Some(Arc::new(thread)),
+            loop_id,
         })
     }
 }
@@ -217,6 +230,9 @@ impl<H> LoopHandle<H> {
     }
 
     fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command<H>) -> Result<T, LoopError> {
+        if self.loop_id.is_current() {
+            return Err(LoopError::OnLoopThread);
+        }
         let (tx, rx): (Reply<T>, Receiver<Result<T, LoopError>>) = mpsc::channel();
         self.send(make(tx))?;
         rx.recv().map_err(|_| LoopError::LoopGone)?
@@ -304,9 +320,13 @@ impl<H> LoopHandle<H> {
         self.call(|r| Command::Request(id, method, params, r))
     }
 
-    /// Stops the loop (streams are dropped) and waits for its thread.
+    /// Stops the loop (streams are dropped) and waits for its thread — unless called on
+    /// that thread (from a handler), which the loop leaves once the handler returns.
     pub fn shutdown(mut self) {
         let _ = self.send(Command::Shutdown);
+        if self.loop_id.is_current() {
+            return;
+        }
         if let Some(t) = self.thread.take().and_then(|a| Arc::try_unwrap(a).ok()) {
             let _ = t.join();
         }

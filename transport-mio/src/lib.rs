@@ -21,6 +21,7 @@ mod deadlines;
 mod embedded;
 mod event_loop;
 mod handle;
+mod loop_thread;
 mod resolver;
 mod slot;
 mod stream_io;

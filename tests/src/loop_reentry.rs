@@ -1,0 +1,94 @@
+//! A mio handler that calls its own loop's handle: what an application reacting to events
+//! on the loop thread does (subscribe once data flows, stop after enough).
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use feedwire_core::{StreamConfig, StreamEvent};
+use feedwire_mio::{Delivery, Handler, LoopError, LoopHandle, StreamId};
+
+/// What the handler's calls returned, and the stream's last event.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// `(call, result)` for each blocking call made from the handler.
+    pub calls: Vec<(&'static str, Result<(), LoopError>)>,
+    /// Data messages seen.
+    pub data: usize,
+    /// The stream's end, once it came.
+    pub end: Option<StreamEvent>,
+}
+
+/// On the first data message, makes every kind of blocking call on its own loop's handle;
+/// once `stop_when_subscribed` is confirmed (subscribed by the test, from where it may),
+/// stops the stream from there (no answer to wait for).
+#[derive(Debug)]
+pub struct CallsItsOwnLoop {
+    /// The loop's handle.
+    pub handle: LoopHandle,
+    /// The stream's id, set once `connect` returned it.
+    pub id: Arc<OnceLock<StreamId>>,
+    /// Shared with the test.
+    pub outcome: Arc<Mutex<Outcome>>,
+    /// The stream whose confirmation makes the handler stop the stream.
+    pub stop_when_subscribed: &'static str,
+}
+
+impl Handler for CallsItsOwnLoop {
+    fn on_event(&mut self, event: StreamEvent) {
+        let mut outcome = self.outcome.lock().unwrap();
+        match event {
+            StreamEvent::Data { .. } => {
+                // Events come from `connect` on (an embedded loop's `Connecting`); the id
+                // is set before the connection is made, so before any data.
+                let id = *self
+                    .id
+                    .get()
+                    .expect("connect returned before the first data");
+                outcome.data += 1;
+                if outcome.data == 1 {
+                    let h = &self.handle;
+                    let calls = [
+                        ("subscribe", h.subscribe(id, &["ethusdt@trade"])),
+                        ("unsubscribe", h.unsubscribe(id, &["btcusdt@aggTrade"])),
+                        ("list_subscriptions", h.list_subscriptions(id)),
+                        ("send_text", h.send_text(id, "{}")),
+                        ("request", h.request(id, "ping", None).map(drop)),
+                        (
+                            "connect",
+                            h.connect(
+                                StreamConfig::binance_stream("ws://127.0.0.1:1/ws"),
+                                Delivery::Handler(Box::new(Ignore)),
+                            )
+                            .map(drop),
+                        ),
+                    ];
+                    outcome.calls.extend(calls);
+                }
+            }
+            StreamEvent::Subscribed { streams, .. }
+                if streams.iter().any(|s| s == self.stop_when_subscribed) =>
+            {
+                self.handle.stop(*self.id.get().unwrap());
+            }
+            e @ (StreamEvent::Closed { .. } | StreamEvent::Crashed(_)) => outcome.end = Some(e),
+            _ => {}
+        }
+    }
+}
+
+struct Ignore;
+
+impl Handler for Ignore {
+    fn on_event(&mut self, _: StreamEvent) {}
+}
+
+/// Asserts that every blocking call the handler made was refused as made on the loop's
+/// thread — none waited (a wait would have hung the loop and the test).
+pub fn assert_refused(outcome: &Outcome) {
+    assert_eq!(outcome.calls.len(), 6);
+    for (call, result) in &outcome.calls {
+        assert!(
+            matches!(result, Err(LoopError::OnLoopThread)),
+            "{call}: {result:?}"
+        );
+    }
+}
