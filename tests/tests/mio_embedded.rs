@@ -222,3 +222,52 @@ fn a_handler_calling_the_loop_it_is_turned_by_is_refused_not_hung() {
         })
     );
 }
+
+/// The application turns its loop when it likes: between two turns it may work for longer
+/// than a request's timeout. An answer that arrived meanwhile is in the socket when the
+/// loop turns again, and it is read before the deadline it beat is fired: the subscription
+/// is confirmed, not reported as timed out (with its answer then unsolicited).
+#[test]
+fn an_answer_that_came_between_turns_beats_its_deadline() {
+    struct Events(Arc<Mutex<Vec<StreamEvent>>>);
+    impl Handler for Events {
+        fn on_event(&mut self, event: StreamEvent) {
+            if !matches!(event, StreamEvent::Data { .. }) {
+                self.0.lock().unwrap().push(event);
+            }
+        }
+    }
+
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(0),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let mut config = StreamConfig::binance_stream(&srv.url());
+    config.router.request_timeout = Duration::from_millis(100);
+    let (id, _) = feed
+        .connect(config, Delivery::Handler(Box::new(Events(events.clone()))))
+        .unwrap();
+    turn_until(&mut feed, "open", || {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Opened { .. }))
+    });
+    events.lock().unwrap().clear();
+    // Sent within the call; the answer comes while the application is busy elsewhere.
+    feed.subscribe(id, &["ethusdt@trade"]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    turn_until(&mut feed, "the answer", || {
+        !events.lock().unwrap().is_empty()
+    });
+    let seen = events.lock().unwrap().clone();
+    assert!(
+        matches!(seen.as_slice(), [StreamEvent::Subscribed { streams, .. }] if streams == &["ethusdt@trade"]),
+        "{seen:?}"
+    );
+}

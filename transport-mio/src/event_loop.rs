@@ -175,16 +175,33 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         }
     }
 
-    /// Fires due timers and services every marked stream. The clock is read once for the
-    /// timers, the sweep and the first stream, then again before each further stream: every
-    /// stream's input is stamped with the time its service began, and a wake-up for one
-    /// stream (on a paced feed, one a message) reads the clock once here, not three times.
+    /// Services every marked stream, then fires due timers and services the streams they
+    /// touched. Input goes first: a deadline that passed while the loop was not turning (a
+    /// slow handler, an application busy between turns of an embedded loop) fires only if
+    /// what it waited for is not already in the socket — an answer is read before its
+    /// request times out, a Close before the close timer, data before the idle timer. The
+    /// clock is read once for the first stream and again before each further one: every
+    /// stream's input is stamped with the time its service began, the timers and the sweep
+    /// take the last stream's time (a deadline due within a service fires at the next turn,
+    /// which then does not wait), and a wake-up for one stream (on a paced feed, one a
+    /// message) reads the clock once.
     pub(crate) fn service_ready(&mut self) {
-        let mut now = Instant::now();
+        let now = self.service_marked(Instant::now(), 0);
+        // Streams left with unread input or undelivered events are marked for the next
+        // iteration already; the timers' own marks follow them and are serviced now.
+        let carried = self.ready.len();
         self.fire_timers(now);
         self.sweep_idle_buffers(now);
+        if self.ready.len() > carried {
+            self.service_marked(now, carried);
+        }
+    }
+
+    /// Services the streams marked from index `from` on (earlier marks stay for the next
+    /// iteration); returns the time the last service began (`now` if none).
+    fn service_marked(&mut self, mut now: Instant, from: usize) -> Instant {
         let mut servicing = std::mem::take(&mut self.servicing);
-        std::mem::swap(&mut servicing, &mut self.ready);
+        servicing.extend(self.ready.drain(from..));
         for (i, &id) in servicing.iter().enumerate() {
             if let Some(e) = self.streams.get_mut(id.index, id.generation) {
                 e.queued = false;
@@ -196,6 +213,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         }
         servicing.clear();
         self.servicing = servicing;
+        now
     }
 
     /// Queues `id` for service in this iteration (once).

@@ -194,7 +194,10 @@ impl Stream {
         }
     }
 
-    /// Acts on every deadline that passed by `now`.
+    /// Acts on every deadline that passed by `now`. A driver that was held up past a
+    /// deadline (a slow handler, a thread busy elsewhere) reads what its socket holds
+    /// first: an answer, a Close or data already there then counts as in time, rather than
+    /// a request timing out with its answer unsolicited after it (both adapters do so).
     pub fn handle_timeout(&mut self, now: Instant) {
         if let Some(conn) = self.conn.as_mut() {
             conn.handle_timeout(now);
