@@ -199,9 +199,15 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
 
     /// Services the streams marked from index `from` on (earlier marks stay for the next
     /// iteration); returns the time the last service began (`now` if none).
+    #[inline(always)]
     fn service_marked(&mut self, mut now: Instant, from: usize) -> Instant {
         let mut servicing = std::mem::take(&mut self.servicing);
-        servicing.extend(self.ready.drain(from..));
+        if from == 0 {
+            // Every mark: the lists trade places (no copy on a wake-up's path).
+            std::mem::swap(&mut servicing, &mut self.ready);
+        } else {
+            servicing.extend(self.ready.drain(from..));
+        }
         for (i, &id) in servicing.iter().enumerate() {
             if let Some(e) = self.streams.get_mut(id.index, id.generation) {
                 e.queued = false;
