@@ -7,6 +7,7 @@ pub mod loop_reentry;
 pub mod peer;
 pub mod scenarios;
 pub mod scratch;
+pub mod stops_itself;
 
 /// The README's Rust examples (core, tokio adapter, mio loop) compile as doctests here, where
 /// every crate is in scope, so they cannot rot.

@@ -60,11 +60,11 @@ impl<H: DataHandler + Send + 'static> MioLoop<H> {
     /// [`Delivery::Channel`] can still be added.
     pub fn lending_to(options: MioOptions) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel();
-        let (inner, waker) = EventLoop::new(options, rx, tx.clone())?;
+        let (inner, doorbell) = EventLoop::new(options, rx, tx.clone())?;
         Ok(Self {
             handle: LoopHandle {
                 commands: tx,
-                waker,
+                doorbell,
                 thread: None,
                 loop_id: inner.id(),
             },

@@ -12,6 +12,7 @@ use feedwire_core::{default_tls_config, os_seed, AwaitedAnswers, DataHandler, St
 use mio::{Events, Poll, Token, Waker};
 
 use crate::deadlines::{Deadlines, StreamDeadline};
+use crate::doorbell::Doorbell;
 use crate::handle::{Command, LoopError, MioOptions, StreamId};
 use crate::loop_thread::LoopId;
 use crate::resolver::Resolver;
@@ -48,6 +49,7 @@ pub(crate) struct EventLoop<H> {
     tls: Arc<ClientConfig>,
     options: MioOptions,
     id: LoopId,
+    doorbell: Doorbell,
 }
 
 impl<H: DataHandler + Send + 'static> EventLoop<H> {
@@ -55,15 +57,15 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         options: MioOptions,
         commands: Receiver<Command<H>>,
         loopback: Sender<Command<H>>,
-    ) -> io::Result<(Self, Arc<Waker>)> {
+    ) -> io::Result<(Self, Doorbell)> {
         let poll = Poll::new()?;
-        // mio allows one waker per Poll: the handle and the resolver threads share it.
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        // mio allows one waker per Poll: the handles and the resolver threads share it.
+        let doorbell = Doorbell::new(Waker::new(poll.registry(), WAKER)?);
         Ok((
             Self {
                 poll,
                 commands,
-                resolver: Resolver::new(loopback, waker.clone()),
+                resolver: Resolver::new(loopback, doorbell.waker()),
                 streams: Slab::default(),
                 deadlines: Deadlines::default(),
                 ready: Vec::new(),
@@ -72,8 +74,9 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 tls: options.tls.clone().unwrap_or_else(default_tls_config),
                 options,
                 id: LoopId::new(),
+                doorbell: doorbell.clone(),
             },
-            waker,
+            doorbell,
         ))
     }
 
@@ -142,6 +145,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 }
             }
             if woken {
+                self.doorbell.answer();
                 while let Ok(cmd) = self.commands.try_recv() {
                     if !self.command(cmd) {
                         return Ok(false);
@@ -462,7 +466,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             return;
         };
         if e.readable && e.pending.is_empty() {
-            read(e, budget, now);
+            read(e, budget, &self.doorbell, now);
         }
         set_low_water(e, now);
         pump(e, &mut self.resolver, id, self.poll.registry());

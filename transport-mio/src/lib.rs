@@ -18,6 +18,7 @@
 //! loop stops reading that stream).
 
 mod deadlines;
+mod doorbell;
 mod embedded;
 mod event_loop;
 mod handle;

@@ -17,6 +17,7 @@ use mio::net::TcpStream;
 use mio::{Interest, Token};
 
 use crate::deadlines::StreamDeadline;
+use crate::doorbell::Doorbell;
 use crate::handle::{Delivery, LoopError, Reply, StreamId};
 use crate::resolver::Resolver;
 
@@ -106,14 +107,25 @@ pub(crate) fn connect_next<H>(
     e.stream.handle_connect_failed(&last_error, now);
 }
 
-/// Reads until the socket is drained, the budget is spent, or the channel is full; drives a
+/// Reads until the socket is drained, the budget is spent, the channel is full, or a command
+/// waits; drives a
 /// TLS handshake first. Drained: `WouldBlock`, or a read that filled less than it was
 /// offered — with edge-triggered readiness, bytes arriving after that read raise a new
 /// event, so the read that would only find `WouldBlock` (a system call per wake-up; on a
 /// paced stream, one per message) is not made. After the peer's end was reported, reads go
 /// on until the socket says so.
-pub(crate) fn read<H: DataHandler>(e: &mut Entry<H>, mut budget: usize, now: Instant) {
+pub(crate) fn read<H: DataHandler>(
+    e: &mut Entry<H>,
+    mut budget: usize,
+    doorbell: &Doorbell,
+    now: Instant,
+) {
     while budget > 0 {
+        if doorbell.rung() {
+            // A command first (a stop takes effect before more is read); the stream stays
+            // readable and is read again after it, in the same wake-up's next turn.
+            return;
+        }
         let Some(sock) = e.sock.as_mut() else {
             e.readable = false;
             return;

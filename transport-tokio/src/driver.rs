@@ -26,7 +26,8 @@ use crate::handle::{
 use crate::io::{open, Conn, OpenError};
 use crate::registered::Registered;
 
-/// Most bytes read per wake-up, so that one busy stream leaves the runtime to others.
+/// Most bytes read per wake-up, so that one busy stream leaves the runtime to others (a
+/// command ends the wake-up's reads sooner).
 const READ_BUDGET: usize = 4 << 20;
 
 enum Wake {
@@ -536,8 +537,8 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         }
     }
 
-    /// Reads until the socket is drained, the budget is spent, or the event queue is full;
-    /// straight into the core's read buffer (or TLS's ciphertext buffer). Drained: the read
+    /// Reads until the socket is drained, the budget is spent, the event queue is full, or a
+    /// command waits; straight into the core's read buffer (or TLS's ciphertext buffer). Drained: the read
     /// would block, or it filled less than it was offered — tokio's `poll_read` then clears
     /// the socket's readiness itself (new bytes raise a new event), so no read is made only
     /// to find the socket empty (a system call per wake-up; on a paced stream, per message).
@@ -610,6 +611,12 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 self.forward_events();
             }
             if !self.pending.is_empty() || n < offered {
+                break;
+            }
+            // A command (a stop above all) waits for no more reads: the wait that follows
+            // takes it before the socket. Read on, and a stop on a busy stream took effect
+            // only after the whole budget — megabytes read after it, lent or queued.
+            if !self.commands.is_empty() {
                 break;
             }
         }

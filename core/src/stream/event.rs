@@ -172,7 +172,10 @@ pub struct DataRef<'a> {
 
 /// Receives a stream's data messages in place, and its other events, in order: what an
 /// adapter calls when the application asks for data to be lent rather than queued. It runs
-/// on the adapter's thread or task and must not block.
+/// on the adapter's thread or task and must not block. A stop asked for from inside it (an
+/// adapter's handle) takes effect once the read being lent is through: the rest of that
+/// read's messages — at most `max_read_size` bytes, read before the stop — are still lent,
+/// nothing read after it is.
 pub trait DataHandler {
     /// A data message, borrowed from the stream's read buffer for this call only: no copy,
     /// no allocation, no event. Every data message arrives here, lent or (when it was queued
