@@ -42,6 +42,10 @@ pub(crate) struct StreamArgs {
     /// Most bytes per socket read (default 256 KiB).
     #[arg(long, value_name = "BYTES")]
     max_read_size: Option<usize>,
+    /// Connect to this address instead of resolving the URL's host, which still names the
+    /// server for TLS (repeatable; tried in order, each but the last for 2 s).
+    #[arg(long = "connect-to", value_name = "IP:PORT")]
+    connect_to: Vec<std::net::SocketAddr>,
     /// Print each payload as received, one per line (the default).
     #[arg(long, conflicts_with = "jsonl")]
     raw: bool,
@@ -109,6 +113,7 @@ fn config(args: &StreamArgs) -> Result<StreamConfig, Failure> {
             .extra_headers
             .push((k.trim().to_owned(), v.trim().to_owned()));
     }
+    config.connect_to.clone_from(&args.connect_to);
     if let Some(n) = args.max_read_size {
         config.ws.max_read_size = n;
     }

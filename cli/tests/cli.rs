@@ -150,6 +150,31 @@ fn stream_prints_each_websocket_message_raw() {
     assert!(stderr.contains("closed by Local (1000)"), "{stderr}");
 }
 
+/// `--connect-to` pins the address: the URL's host (a name no resolver knows) is never
+/// looked up.
+#[test]
+fn stream_connects_to_a_given_address_without_resolving_the_host() {
+    let srv = server(Scenario::SmallAggTrade, false);
+    let port = srv.addr().port();
+    let url = format!("ws://feed.invalid:{port}/ws");
+    let out = feedwire(
+        &[
+            "stream",
+            &url,
+            "--connect-to",
+            &srv.addr().to_string(),
+            "--subscribe",
+            "btcusdt@aggTrade",
+            "--count",
+            "10",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    assert_eq!(lines, expected_lines(&srv, 10));
+}
+
 #[test]
 fn stream_over_tls_with_a_private_ca_as_jsonl() {
     let srv = server(Scenario::MediumKline, true);

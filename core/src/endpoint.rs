@@ -51,6 +51,10 @@ pub struct Endpoint {
     pub host_header: String,
     /// Path and query for the request line, e.g. `/stream?streams=btcusdt@aggTrade`.
     pub resource: String,
+    /// Addresses to connect to, in this order, instead of resolving `host` (which still
+    /// names the server to TLS and in the `Host` header); empty: resolve `host`. From
+    /// [`StreamConfig::connect_to`](crate::StreamConfig::connect_to).
+    pub connect_to: Vec<std::net::SocketAddr>,
 }
 
 impl Endpoint {
@@ -97,6 +101,7 @@ impl Endpoint {
             port,
             host_header,
             resource,
+            connect_to: Vec::new(),
         })
     }
 }

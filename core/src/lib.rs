@@ -13,6 +13,7 @@
 //! returns an error and changes nothing ([`SendError`], [`ConfigError`]); a broken internal
 //! invariant panics with a message naming it. Bytes from the peer never cause a panic.
 
+mod address;
 mod config;
 mod deadline;
 mod endpoint;
@@ -34,6 +35,7 @@ mod utf8;
 mod write_queue;
 mod ws;
 
+pub use address::{connect_order, ADDRESS_FALLBACK};
 pub use config::WsConfig;
 pub use endpoint::{Endpoint, Scheme};
 pub use error::{

@@ -840,6 +840,50 @@ pub fn host_names_are_resolved(adapter: &dyn Adapter) {
     assert_eq!(data, 1000, "{url}");
 }
 
+/// A listener on loopback that never answers a connect: its accept queue (of one) is
+/// full, so further SYNs are dropped — what a blackholed address does. Keep both parts
+/// alive for as long as the address must stay silent.
+pub fn silent_address() -> (SocketAddr, std::net::TcpListener, std::net::TcpStream) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .expect("runtime");
+    let listener = rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+        socket.listen(0).expect("listen")
+    });
+    let listener = listener.into_std().expect("std listener");
+    let addr = listener.local_addr().expect("addr");
+    let queued = std::net::TcpStream::connect(addr).expect("the one queued connection");
+    (addr, listener, queued)
+}
+
+/// Of two addresses, the first never answers (a blackholed route): the stream moves to the
+/// second after `ADDRESS_FALLBACK` and opens within its first attempt. It used to wait on
+/// the first for the whole connect timeout, then retry it first again, and never open.
+pub fn a_silent_address_falls_back_to_the_next(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        count: Some(100),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let (silent, _listener, _queued) = silent_address();
+    let mut config = StreamConfig::binance_stream(&srv.url());
+    config.connect_to = vec![silent, srv.addr()];
+    let mut s = start(adapter, config, &srv);
+    loop {
+        match next(s.as_mut()) {
+            Some(StreamEvent::Opened { .. }) => break,
+            Some(e @ StreamEvent::Reconnecting { .. }) => panic!("not opened at once: {e:?}"),
+            Some(_) => {}
+            None => panic!("the stream ended first"),
+        }
+    }
+    let (data, _) = consume(s.as_mut(), 100);
+    assert_eq!(data, 100);
+}
+
 /// Declares one `#[test]` per shared scenario for `$adapter` (a unit struct implementing
 /// [`Adapter`]): an adapter's test file is this one line, so no adapter can skip a scenario.
 /// `@handler` declares those that apply to a delivery that cannot push back (a handler
@@ -869,6 +913,7 @@ macro_rules! adapter_scenarios {
             silence_after_data_hits_the_idle_timeout,
             unanswered_handshake_hits_the_connect_timeout,
             ws_api_request_resolves,
+            a_silent_address_falls_back_to_the_next,
             many_subscriptions_are_listed,
             a_ping_flood_from_a_peer_that_does_not_read_stays_bounded,
             unanswered_request_times_out,

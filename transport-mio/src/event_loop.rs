@@ -17,7 +17,9 @@ use crate::handle::{Command, LoopError, MioOptions, StreamId};
 use crate::loop_thread::LoopId;
 use crate::resolver::Resolver;
 use crate::slot::Slab;
-use crate::stream_io::{connect_next, deliver, flush, id_of, pump, read, set_low_water, Entry};
+use crate::stream_io::{
+    connect_next, deliver, fall_back_if_due, flush, id_of, pump, read, set_low_water, Entry,
+};
 
 const WAKER: Token = Token(usize::MAX);
 
@@ -285,8 +287,10 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             let (index, generation) = entry.1;
             if let Some(e) = self.streams.get_mut(index, generation) {
                 if self.deadlines.settle(entry, &mut e.deadline, now) {
+                    let id = StreamId { index, generation };
                     e.stream.handle_timeout(now);
-                    self.mark(StreamId { index, generation });
+                    fall_back_if_due(e, self.poll.registry(), id, now);
+                    self.mark(id);
                 }
             }
         }
@@ -313,6 +317,8 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                         queued: false,
                         last_read: now,
                         addrs: Vec::new(),
+                        trying: None,
+                        fallback_at: None,
                     };
                     let (index, generation) = self.streams.insert(entry);
                     (StreamId { index, generation }, stats)
@@ -432,15 +438,15 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 Ok(None) if sock.tcp.peer_addr().is_ok() => {}
                 Ok(None) => return, // not connected yet
                 Ok(Some(err)) | Err(err) => {
-                    let addr = sock.tcp.peer_addr().ok();
                     e.sock = None;
-                    let reason = match addr {
+                    let reason = match e.trying {
                         Some(a) => format!("connect {a}: {err}"),
                         None => format!("connect: {err}"),
                     };
                     return connect_next(e, registry, id, now, reason);
                 }
             }
+            e.fallback_at = None;
             let _ = sock.tcp.set_nodelay(true);
             let endpoint = e.stream.endpoint().clone();
             if endpoint.scheme.is_tls() {
@@ -471,11 +477,12 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         set_low_water(e, now);
         pump(e, &mut self.resolver, id, self.poll.registry());
         deliver(e);
-        self.deadlines.set(
-            (id.index, id.generation),
-            &mut e.deadline,
-            e.stream.poll_timeout(),
-        );
+        let deadline = match (e.stream.poll_timeout(), e.fallback_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.deadlines
+            .set((id.index, id.generation), &mut e.deadline, deadline);
         let finished = e.stream.state().is_terminal() && e.pending.is_empty() && e.sock.is_none();
         let busy = (e.readable && e.sock.is_some()) || !e.pending.is_empty();
         if finished {

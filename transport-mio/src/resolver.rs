@@ -1,11 +1,13 @@
 //! Name resolution off the loop thread: `getaddrinfo` blocks, so a small pool of resolver
 //! threads (started on first use) does it and reports through the loop's channel and waker.
-//! Addresses that are IP literals skip the pool.
+//! Hosts that are IP literals, and endpoints given their addresses (`connect_to`), skip the
+//! pool. Resolved addresses come back in the order to try them (`connect_order`).
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
+use feedwire_core::{connect_order, Endpoint};
 use mio::Waker;
 
 use crate::handle::{Command, StreamId};
@@ -35,8 +37,12 @@ impl<H: Send + 'static> Resolver<H> {
         }
     }
 
-    /// Starts resolving `host:port` for stream `id`.
-    pub(crate) fn resolve(&mut self, id: StreamId, host: &str, port: u16) {
+    /// Starts finding the addresses of `endpoint` for stream `id`.
+    pub(crate) fn resolve(&mut self, id: StreamId, endpoint: &Endpoint) {
+        if !endpoint.connect_to.is_empty() {
+            return self.report(id, Ok(endpoint.connect_to.clone()));
+        }
+        let (host, port) = (endpoint.host.as_str(), endpoint.port);
         // URL hosts keep IPv6 brackets; `IpAddr` parses without them.
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(ip) = bare.parse::<IpAddr>() {
@@ -91,7 +97,7 @@ fn serve<H>(jobs: &Mutex<Receiver<Job>>, loopback: &Sender<Command<H>>, waker: &
         let result = (job.host.as_str(), job.port)
             .to_socket_addrs()
             .map_err(|err| format!("DNS {}: {err}", job.host))
-            .map(Iterator::collect::<Vec<_>>)
+            .map(connect_order)
             .and_then(|addrs| {
                 if addrs.is_empty() {
                     Err(format!("DNS {}: no address", job.host))

@@ -10,7 +10,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use feedwire_core::{
     Answer, AwaitedAnswers, DataHandler, HandshakeOnly, LendingInput, Stream, StreamEvent,
-    StreamInput, TlsSession, TransportCommand, WriteQueue,
+    StreamInput, TlsSession, TransportCommand, WriteQueue, ADDRESS_FALLBACK,
 };
 use feedwire_sockopt::RecvLowWater;
 use mio::net::TcpStream;
@@ -68,6 +68,12 @@ pub(crate) struct Entry<H> {
     /// Resolved addresses not tried yet, last first: a refused connect moves to the next
     /// (`localhost` may resolve to `::1` before `127.0.0.1`).
     pub(crate) addrs: Vec<SocketAddr>,
+    /// The address of the TCP connect under way (for its error's words: an unconnected
+    /// socket has no peer address).
+    pub(crate) trying: Option<SocketAddr>,
+    /// While a TCP connect is under way and other addresses are left: when to give up on
+    /// it and try the next ([`ADDRESS_FALLBACK`]).
+    pub(crate) fallback_at: Option<Instant>,
 }
 
 /// Starts a TCP connect to the next resolved address; when none is left, reports
@@ -93,6 +99,8 @@ pub(crate) fn connect_next<H>(
             last_error = format!("register {addr}: {err}");
             continue;
         }
+        e.trying = Some(addr);
+        e.fallback_at = (!e.addrs.is_empty()).then(|| now + ADDRESS_FALLBACK);
         e.sock = Some(Sock {
             tcp,
             tls: None,
@@ -104,7 +112,34 @@ pub(crate) fn connect_next<H>(
         });
         return;
     }
+    e.fallback_at = None;
     e.stream.handle_connect_failed(&last_error, now);
+}
+
+/// A TCP connect that had [`ADDRESS_FALLBACK`] and did not complete: drops it and tries
+/// the next address. Does nothing before its time, or once the connect completed.
+pub(crate) fn fall_back_if_due<H>(
+    e: &mut Entry<H>,
+    registry: &mio::Registry,
+    id: StreamId,
+    now: Instant,
+) {
+    // The stream's own connect timeout may have ended the attempt in the same turn.
+    let connecting = e.sock.as_ref().is_some_and(|s| !s.ready && s.tls.is_none())
+        && matches!(
+            e.stream.state(),
+            feedwire_core::StreamState::Connecting { .. }
+        );
+    let due = e.fallback_at.is_some_and(|at| at <= now);
+    if !(due && connecting) {
+        return;
+    }
+    e.sock = None;
+    let reason = match e.trying {
+        Some(a) => format!("connect {a}: no answer within {ADDRESS_FALLBACK:?}"),
+        None => format!("connect: no answer within {ADDRESS_FALLBACK:?}"),
+    };
+    connect_next(e, registry, id, now, reason);
 }
 
 /// Reads until the socket is drained, the budget is spent, the channel is full, or a command
@@ -254,7 +289,7 @@ pub(crate) fn pump<H: DataHandler + Send + 'static>(
     while let Some(cmd) = e.stream.poll_transport() {
         match cmd {
             TransportCommand::Connect(endpoint) => {
-                resolver.resolve(id, &endpoint.host, endpoint.port);
+                resolver.resolve(id, &endpoint);
             }
             TransportCommand::Disconnect => disconnect(e, registry),
         }

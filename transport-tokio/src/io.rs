@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use feedwire_core::rustls::ClientConfig;
-use feedwire_core::{Endpoint, HandshakeOnly, TlsError, TlsSession, WriteQueue};
+use feedwire_core::{
+    connect_order, Endpoint, HandshakeOnly, TlsError, TlsSession, WriteQueue, ADDRESS_FALLBACK,
+};
 use feedwire_sockopt::RecvLowWater;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{lookup_host, TcpSocket, TcpStream};
@@ -42,13 +44,20 @@ pub(crate) async fn open(
     tls: Arc<ClientConfig>,
     options: &TokioOptions,
 ) -> Result<Conn, OpenError> {
-    let target = (endpoint.host.as_str(), endpoint.port);
+    let addrs = if endpoint.connect_to.is_empty() {
+        let target = (endpoint.host.as_str(), endpoint.port);
+        connect_order(
+            lookup_host(target)
+                .await
+                .map_err(|e| format!("DNS {}: {e}", endpoint.host))?,
+        )
+    } else {
+        endpoint.connect_to.clone()
+    };
     let mut last = format!("DNS: no address for {}", endpoint.host);
     let mut sock = None;
-    for addr in lookup_host(target)
-        .await
-        .map_err(|e| format!("DNS {}: {e}", endpoint.host))?
-    {
+    let count = addrs.len();
+    for (i, addr) in addrs.into_iter().enumerate() {
         let socket = if addr.is_ipv4() {
             TcpSocket::new_v4()
         } else {
@@ -61,7 +70,20 @@ pub(crate) async fn open(
         if let Some(n) = options.send_buffer {
             socket.set_send_buffer_size(n).map_err(|e| e.to_string())?;
         }
-        match socket.connect(addr).await {
+        let attempt = socket.connect(addr);
+        // Every address but the last has a while; the last, the stream's connect timeout.
+        let result = if i + 1 < count {
+            match tokio::time::timeout(ADDRESS_FALLBACK, attempt).await {
+                Ok(result) => result,
+                Err(_) => {
+                    last = format!("connect {addr}: no answer within {ADDRESS_FALLBACK:?}");
+                    continue;
+                }
+            }
+        } else {
+            attempt.await
+        };
+        match result {
             Ok(s) => {
                 sock = Some(s);
                 break;

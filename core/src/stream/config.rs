@@ -99,6 +99,13 @@ pub enum Profile {
 pub struct StreamConfig {
     /// `ws://`, `wss://` (WebSocket) or `tcp://`, `tls://` (CRLF lines).
     pub url: String,
+    /// Addresses to connect to, tried in this order, instead of resolving the URL's host —
+    /// which still names the server for TLS verification and the `Host` header (as curl's
+    /// `--connect-to`): an endpoint pinned to known IPs, no DNS on a reconnect. Default
+    /// empty: resolve the host each connection. Either way, of several addresses each but
+    /// the last gets [`ADDRESS_FALLBACK`](crate::ADDRESS_FALLBACK) to connect before the
+    /// next is tried.
+    pub connect_to: Vec<std::net::SocketAddr>,
     /// Protocol profile.
     pub profile: Profile,
     /// WebSocket engine limits (also `max_read_size` for line streams).
@@ -129,6 +136,7 @@ impl StreamConfig {
     fn base(url: &str, profile: Profile, router: RouterConfig) -> Self {
         Self {
             url: url.to_owned(),
+            connect_to: Vec::new(),
             profile,
             ws: WsConfig::default(),
             delimiter: Delimiter::CrLf,

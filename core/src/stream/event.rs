@@ -130,6 +130,9 @@ impl StreamState {
 pub enum TransportCommand {
     /// Open a connection (TCP, TLS when `endpoint.scheme.is_tls()`), then call
     /// [`crate::Stream::handle_connected`] or [`crate::Stream::handle_connect_failed`].
+    /// To `endpoint.connect_to` if given, else to the host's addresses in
+    /// [`connect_order`](crate::connect_order); of several, each but the last for at most
+    /// [`ADDRESS_FALLBACK`](crate::ADDRESS_FALLBACK).
     Connect(Endpoint),
     /// Drop the current connection. Drain `poll_transmit` before acting on it: an ending
     /// WebSocket may still have a Close frame to write (after a crash there is none).

@@ -173,7 +173,8 @@ pub struct Stream {
 impl Stream {
     /// A stream to `config.url`; the first [`TransportCommand::Connect`] is queued.
     pub fn new(config: StreamConfig, seed: Seed, now: Instant) -> Result<Self, ConfigError> {
-        let endpoint = Endpoint::parse(&config.url)?;
+        let mut endpoint = Endpoint::parse(&config.url)?;
+        endpoint.connect_to.clone_from(&config.connect_to);
         config.ws.validate()?;
         config.router.validate()?;
         if let Profile::Betfair(auth) = &config.profile {
