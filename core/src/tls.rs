@@ -195,6 +195,17 @@ impl TlsSession {
         self.conn.is_handshaking()
     }
 
+    /// Bytes of memory the session's own buffers hold (their capacity): ciphertext in
+    /// (81 KiB once read into, more only while a handshake message spans records),
+    /// plaintext held or waiting to be encrypted, ciphertext not yet taken. rustls's own
+    /// state is not counted.
+    pub fn buffer_capacity(&self) -> usize {
+        self.incoming.capacity()
+            + self.held.capacity()
+            + self.unsent.capacity()
+            + self.outbox.capacity()
+    }
+
     /// Whether the peer ended the TLS session with close_notify.
     pub fn is_closed_by_peer(&self) -> bool {
         self.closed_by_peer
@@ -380,7 +391,11 @@ impl TlsSession {
                     }
                 }
                 ConnectionState::EncodeTlsData(mut encode) => {
-                    let mut need = MAX_RECORD;
+                    // Asked with no room, rustls names the size: the outbox grows by exactly
+                    // that. Room for a whole record each time left ~37 KiB of zeroed
+                    // capacity behind in every connection for its lifetime (measured: 57 KB
+                    // an idle TLS connection, 16 KB a plaintext one).
+                    let mut need = 0;
                     loop {
                         let at = self.outbox.len();
                         self.outbox.resize(at + need, 0);
@@ -419,11 +434,8 @@ impl TlsSession {
                     }
                     if self.close_wanted {
                         self.close_wanted = false;
-                        let at = self.outbox.len();
-                        self.outbox.resize(at + MAX_RECORD, 0);
-                        match traffic.queue_close_notify(&mut self.outbox[at..]) {
-                            Ok(written) => self.outbox.truncate(at + written),
-                            Err(e) => break Err(encrypt_error(e)),
+                        if let Err(e) = queue_close_notify(&mut traffic, &mut self.outbox) {
+                            break Err(e);
                         }
                     }
                     done = true;
@@ -497,6 +509,32 @@ fn encrypt_unsent<D>(
             Ok(written) => {
                 outbox.truncate(at + written);
                 unsent.clear();
+                return Ok(());
+            }
+            Err(EncryptError::InsufficientSize(s)) => {
+                outbox.truncate(at);
+                need = s.required_size;
+            }
+            Err(e) => {
+                outbox.truncate(at);
+                return Err(encrypt_error(e));
+            }
+        }
+    }
+}
+
+/// A close_notify alert into `outbox`: one small record (the retry covers any suite).
+fn queue_close_notify<D>(
+    traffic: &mut rustls::unbuffered::WriteTraffic<'_, D>,
+    outbox: &mut BytesMut,
+) -> Result<(), TlsError> {
+    let mut need = 64;
+    loop {
+        let at = outbox.len();
+        outbox.resize(at + need, 0);
+        match traffic.queue_close_notify(&mut outbox[at..]) {
+            Ok(written) => {
+                outbox.truncate(at + written);
                 return Ok(());
             }
             Err(EncryptError::InsufficientSize(s)) => {

@@ -5,7 +5,8 @@
 //! `cargo run --release -p feedwire-mio --example many_streams -- --idle 10000 --active 1000`
 //!
 //! Options: `--idle N` (10000), `--active N` (1000), `--count N` messages per active stream
-//! (2000), `--scenario NAME` for the active streams (small_aggtrade).
+//! (2000), `--scenario NAME` for the active streams (small_aggtrade), `--tls` (every stream
+//! over TLS, the servers' test CA trusted).
 //! The last line: `idle_bytes_per_conn=N active_cpu_us_per_msg=X active_msgs=M`.
 #![allow(clippy::print_stdout, reason = "an example reports to the terminal")]
 
@@ -15,13 +16,16 @@ use std::time::{Duration, Instant};
 
 use feedwire_core::{StatsHandle, StreamConfig, StreamEvent};
 use feedwire_mio::{Delivery, Handler, LoopHandle, MioOptions};
-use feedwire_replay::{measure, serve_if_child, ChildServer, ReplayConfig, Scenario};
+use feedwire_replay::{
+    measure, root_store_of, serve_if_child, ChildServer, ReplayConfig, Scenario,
+};
 
 struct Options {
     idle: usize,
     active: usize,
     count: usize,
     scenario: Scenario,
+    tls: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -30,9 +34,14 @@ fn options() -> Result<Options, String> {
         active: 1_000,
         count: 2_000,
         scenario: Scenario::SmallAggTrade,
+        tls: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if flag == "--tls" {
+            o.tls = true;
+            continue;
+        }
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
         let number = || {
             value
@@ -97,14 +106,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let idle_server = ChildServer::spawn(&ReplayConfig {
         hold_open: true,
+        tls: o.tls,
         ..ReplayConfig::new(Scenario::SmallAggTrade)
     })?;
     let active_server = ChildServer::spawn(&ReplayConfig {
         count: Some(o.count),
         hold_open: true,
+        tls: o.tls,
         ..ReplayConfig::new(o.scenario)
     })?;
-    let lp = LoopHandle::spawn(MioOptions::default())?;
+    // Both servers' CAs (each makes its own at start-up).
+    let mut roots = feedwire_core::rustls::RootCertStore::empty();
+    for server in [&idle_server, &active_server] {
+        if let Some(pem) = server.ca_pem() {
+            roots.roots.extend(root_store_of(pem).roots);
+        }
+    }
+    let lp = LoopHandle::spawn(MioOptions {
+        tls: o.tls.then(|| feedwire_core::tls_config_with_roots(roots)),
+        ..MioOptions::default()
+    })?;
     let messages = Arc::new(AtomicU64::new(0));
     let opened = Arc::new(AtomicU64::new(0));
     let counter = || {
