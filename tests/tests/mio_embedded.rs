@@ -271,3 +271,44 @@ fn an_answer_that_came_between_turns_beats_its_deadline() {
         "{seen:?}"
     );
 }
+
+/// A burst of commands larger than a turn takes (forty stops queued through the handle
+/// while the application is not turning) is taken a slice at a time between the streams'
+/// reads — and all of it, the turns after the first not waiting for a wake: every stream
+/// closes.
+#[test]
+fn a_burst_of_commands_is_taken_whole_a_slice_at_a_time() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(10),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let streams: Vec<(StreamId, Arc<Seen>)> = (0..40)
+        .map(|_| {
+            let seen = Arc::new(Seen::default());
+            let (id, _) = feed
+                .connect(
+                    StreamConfig::binance_stream(&srv.url()),
+                    Delivery::Handler(Box::new(Record(seen.clone()))),
+                )
+                .unwrap();
+            (id, seen)
+        })
+        .collect();
+    turn_until(&mut feed, "data on every stream", || {
+        streams
+            .iter()
+            .all(|(_, seen)| seen.data.load(Ordering::Relaxed) == 10)
+    });
+    let handle = feed.handle();
+    for (id, _) in &streams {
+        handle.stop(*id);
+    }
+    turn_until(&mut feed, "every stream's close", || {
+        streams
+            .iter()
+            .all(|(_, seen)| seen.ended.load(Ordering::Relaxed))
+    });
+}

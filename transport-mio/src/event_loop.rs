@@ -27,6 +27,11 @@ const WAKER: Token = Token(usize::MAX);
 /// [`crate::user_token`]); stream tokens never have it (31-bit generations).
 pub(crate) const USER_TOKEN_BIT: usize = 1 << (usize::BITS - 1);
 
+/// Commands taken in one turn at most: a burst (a thousand streams added at once, each a
+/// connect and a resolved address) is taken a slice at a time between the streams' reads,
+/// not in one go while every open stream waits (measured: 1,200 in one turn, 482 ms).
+const COMMANDS_PER_TURN: usize = 32;
+
 /// A stream that read nothing for this long gives its read buffer back (idle memory).
 const IDLE_RELEASE: Duration = Duration::from_secs(1);
 
@@ -52,6 +57,8 @@ pub(crate) struct EventLoop<H> {
     options: MioOptions,
     id: LoopId,
     doorbell: Doorbell,
+    /// Commands were left in the channel at the end of the last turn's slice.
+    commands_left: bool,
 }
 
 impl<H: DataHandler + Send + 'static> EventLoop<H> {
@@ -77,6 +84,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 options,
                 id: LoopId::new(),
                 doorbell: doorbell.clone(),
+                commands_left: false,
             },
             doorbell,
         ))
@@ -146,11 +154,20 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                     }
                 }
             }
-            if woken {
+            if woken || self.commands_left {
                 self.doorbell.answer();
-                while let Ok(cmd) = self.commands.try_recv() {
+                self.commands_left = false;
+                for taken in 1.. {
+                    let Ok(cmd) = self.commands.try_recv() else {
+                        break;
+                    };
                     if !self.command(cmd) {
                         return Ok(false);
+                    }
+                    if taken == COMMANDS_PER_TURN {
+                        // The rest after this turn's reads (the next does not wait).
+                        self.commands_left = true;
+                        break;
                     }
                 }
             }
@@ -238,9 +255,9 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         }
     }
 
-    /// Zero while a stream still has unread input; 1 ms while a channel is full (a consumer
-    /// draining it does not wake us); else until the earliest deadline (the idle sweep's at
-    /// the latest, so there always is one).
+    /// Zero while a stream still has unread input or commands wait; 1 ms while a channel is
+    /// full (a consumer draining it does not wake us); else until the earliest deadline (the
+    /// idle sweep's at the latest, so there always is one).
     fn poll_timeout(&mut self) -> Duration {
         let mut more_input = false;
         let mut undelivered = false;
@@ -250,7 +267,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 undelivered |= !e.pending.is_empty();
             }
         }
-        if more_input {
+        if more_input || self.commands_left {
             return Duration::ZERO;
         }
         // The earliest instant first: one subtraction, not one per source.
