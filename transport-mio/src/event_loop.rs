@@ -154,26 +154,33 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                     }
                 }
             }
-            if woken || self.commands_left {
-                self.doorbell.answer();
-                self.commands_left = false;
-                for taken in 1.. {
-                    let Ok(cmd) = self.commands.try_recv() else {
-                        break;
-                    };
-                    if !self.command(cmd) {
-                        return Ok(false);
-                    }
-                    if taken == COMMANDS_PER_TURN {
-                        // The rest after this turn's reads (the next does not wait).
-                        self.commands_left = true;
-                        break;
-                    }
-                }
+            if (woken || self.commands_left) && !self.take_commands() {
+                return Ok(false);
             }
             self.service_ready();
             Ok(true)
         }
+    }
+
+    /// Takes up to [`COMMANDS_PER_TURN`] commands; the rest after this turn's reads (the
+    /// next turn does not wait). Returns false on shutdown. Out of line: a paced stream's
+    /// wake-ups, one a message, come from its socket, not from a command.
+    #[inline(never)]
+    fn take_commands(&mut self) -> bool {
+        self.doorbell.answer();
+        self.commands_left = false;
+        for taken in 1..=COMMANDS_PER_TURN {
+            let Ok(cmd) = self.commands.try_recv() else {
+                return true;
+            };
+            if !self.command(cmd) {
+                return false;
+            }
+            if taken == COMMANDS_PER_TURN {
+                self.commands_left = true;
+            }
+        }
+        true
     }
 
     /// Waits for readiness for at most `timeout`. With
