@@ -417,6 +417,12 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 }
             }
             Command::Resolved(id, result) => self.resolved(id, result),
+            Command::Looked(host, port, result) => {
+                for id in self.resolver.finished(host, port) {
+                    self.mark(id);
+                    self.resolved(id, result.clone());
+                }
+            }
             Command::Shutdown => return false,
         }
         true
@@ -432,10 +438,13 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         let Some(e) = self.streams.get_mut(id.index, id.generation) else {
             return;
         };
+        // A stream that connects already (addresses from an earlier attempt's lookup that
+        // outlived its connect timeout came first) keeps its connect.
         if !matches!(
             e.stream.state(),
             feedwire_core::StreamState::Connecting { .. }
-        ) {
+        ) || e.sock.is_some()
+        {
             return;
         }
         match result {

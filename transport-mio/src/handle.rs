@@ -145,7 +145,10 @@ pub(crate) enum Command<H> {
     SendText(StreamId, String, Reply<()>),
     SendBinary(StreamId, Vec<u8>, Reply<()>),
     Request(StreamId, String, Option<String>, Reply<Bytes>),
+    /// One stream's addresses, known without a lookup (an IP literal, `connect_to`).
     Resolved(StreamId, Result<Vec<std::net::SocketAddr>, String>),
+    /// A host's addresses from the resolver pool, for every stream that asked meanwhile.
+    Looked(String, u16, Result<Vec<std::net::SocketAddr>, String>),
     Shutdown,
 }
 
@@ -164,7 +167,7 @@ impl<H> Command<H> {
             | Self::SendBinary(id, ..)
             | Self::Request(id, ..)
             | Self::Resolved(id, _) => Some(*id),
-            Self::Connect(..) | Self::Shutdown => None,
+            Self::Connect(..) | Self::Looked(..) | Self::Shutdown => None,
         }
     }
 }
