@@ -284,6 +284,57 @@ fn reconnects_with_backoff_and_resubscribes() {
     assert_eq!(h.s.stats_handle().snapshot().reconnects, 1);
 }
 
+/// Streams a combined-stream URL names are subscribed by every connection to it: the stream
+/// counts them as subscribed — `unsubscribe` takes them (it answered `NotSubscribed`),
+/// `max_streams` counts them — and after a reconnect unsubscribes again those the
+/// application dropped, subscribing only the others it added (none twice).
+#[test]
+fn streams_named_in_the_url_are_subscribed_ones_across_reconnects() {
+    let url = "ws://127.0.0.1:9443/stream?streams=btcusdt@aggTrade/ethusdt@trade";
+    let mut h = open(StreamConfig::binance_stream(url));
+    assert!(h.sent_texts().is_empty(), "the URL subscribed them");
+    assert_eq!(h.s.stats_handle().snapshot().subscriptions, 2);
+    h.s.subscribe(&["bnbusdt@depth", "btcusdt@aggTrade"], h.now)
+        .unwrap();
+    h.s.unsubscribe(&["ethusdt@trade"], h.now).unwrap();
+    h.pump();
+    assert_eq!(
+        h.sent_texts(),
+        vec![
+            r#"{"method":"SUBSCRIBE","params":["bnbusdt@depth"],"id":1}"#,
+            r#"{"method":"UNSUBSCRIBE","params":["ethusdt@trade"],"id":2}"#,
+        ]
+    );
+    h.feed_text(r#"{"result":null,"id":1}"#);
+    h.feed_text(r#"{"result":null,"id":2}"#);
+    h.take_events();
+    h.take_commands();
+    h.feed(&server_frame(true, 8, &1001u16.to_be_bytes()));
+    let delay = match h.take_events().as_slice() {
+        [StreamEvent::Reconnecting { delay, .. }, ..] => *delay,
+        evs => panic!("{evs:?}"),
+    };
+    h.take_commands();
+    h.advance(delay);
+    h.take_commands();
+    h.open_ws();
+    assert_eq!(
+        h.sent_texts(),
+        vec![
+            r#"{"method":"UNSUBSCRIBE","params":["ethusdt@trade"],"id":3}"#,
+            r#"{"method":"SUBSCRIBE","params":["bnbusdt@depth"],"id":4}"#,
+        ]
+    );
+    assert_eq!(h.s.stats_handle().snapshot().subscriptions, 2);
+
+    let mut c = StreamConfig::binance_stream(url);
+    c.max_streams = 1;
+    assert!(matches!(
+        Stream::new(c, [0; 32], std::time::Instant::now()),
+        Err(ConfigError::TooMany { max: 1, .. })
+    ));
+}
+
 #[test]
 fn backoff_grows_per_failed_attempt_and_resets_after_a_healthy_connection() {
     let mut h = open(binance());

@@ -152,7 +152,9 @@ impl StreamConfig {
 
     /// Binance streams (`wss://stream.binance.com:9443/ws` or `/stream`): 4 control
     /// messages a second (Binance's 5 less one for a Pong), 1024 streams, reconnect before
-    /// the 24 h limit.
+    /// the 24 h limit. Streams the URL names (`/stream?streams=a/b`, `/ws/<stream>`) count
+    /// as subscribed: they can be unsubscribed, count towards `max_streams`, and a
+    /// reconnect — to the same URL — unsubscribes again those that were.
     pub fn binance_stream(url: &str) -> Self {
         let mut c = Self::base(url, Profile::BinanceStream, RouterConfig::binance_stream());
         c.control_rate = Some(4);

@@ -156,8 +156,11 @@ pub struct Stream {
     /// At `stop()` a message was partly received: it is the one message still delivered
     /// after the stop (the first to complete), then nothing.
     partial_at_stop: bool,
-    /// Binance streams the application wants.
+    /// Binance streams the application wants: those its URL names to begin with.
     streams: BTreeSet<String>,
+    /// Binance streams the URL subscribes on every connection: on opening, those no longer
+    /// in `streams` are unsubscribed and only the others in `streams` subscribed.
+    url_streams: BTreeSet<String>,
     /// Betfair market and order subscriptions, indexed by [`Feed`].
     betfair_subs: [Option<BetfairSubscription>; 2],
     /// Their stream positions, indexed by [`Feed`].
@@ -184,6 +187,18 @@ impl Stream {
                 return Err(ConfigError::InvalidCredential);
             }
         }
+        let url_streams: BTreeSet<String> = match config.profile {
+            Profile::BinanceStream => profile::binance_url_streams(&endpoint.resource)
+                .into_iter()
+                .collect(),
+            _ => BTreeSet::new(),
+        };
+        if url_streams.len() > config.max_streams {
+            return Err(ConfigError::TooMany {
+                name: "streams in the URL",
+                max: config.max_streams,
+            });
+        }
         let mut rng = MaskRng::from_seed(seed);
         let mut router_seed = [0u8; 32];
         rng.fill(&mut router_seed);
@@ -208,7 +223,8 @@ impl Stream {
             planned: None,
             stop_requested: false,
             partial_at_stop: false,
-            streams: BTreeSet::new(),
+            streams: url_streams.clone(),
+            url_streams,
             betfair_subs: [None, None],
             clocks: [Clocks::default(), Clocks::default()],
             head_shapes: HeadShapes::default(),
@@ -216,6 +232,7 @@ impl Stream {
             paced: VecDeque::new(),
             stats: Stats::new(now),
         };
+        s.stats.set_subscriptions(s.streams.len());
         s.start_connecting(now);
         s.publish(now);
         Ok(s)

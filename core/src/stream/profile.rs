@@ -27,6 +27,30 @@ pub(crate) fn is_plain_json_string(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
+/// The Binance streams a URL subscribes by itself: `/stream?streams=a/b/c` (combined) or
+/// `/ws/<stream>` (raw; a name with an `@` — a user-data listen key has none and cannot be
+/// unsubscribed). Percent-escapes are decoded; a name that cannot go into a request as is
+/// (quotes, control characters) is left out. `resource` is the URL's path and query.
+pub(crate) fn binance_url_streams(resource: &str) -> Vec<String> {
+    let (path, query) = resource.split_once('?').unwrap_or((resource, ""));
+    let names: Vec<String> = if path.ends_with("/stream") {
+        url::form_urlencoded::parse(query.as_bytes())
+            .filter(|(key, _)| key == "streams")
+            .flat_map(|(_, value)| value.split('/').map(str::to_owned).collect::<Vec<String>>())
+            .collect()
+    } else if let Some(raw) = path.strip_prefix("/ws/").filter(|n| n.contains('@')) {
+        url::form_urlencoded::parse(format!("s={raw}").as_bytes())
+            .map(|(_, value)| value.into_owned())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    names
+        .into_iter()
+        .filter(|n| is_plain_json_string(n))
+        .collect()
+}
+
 fn quoted_list(items: &[String]) -> String {
     let mut out = String::from("[");
     for (i, item) in items.iter().enumerate() {
@@ -129,5 +153,32 @@ pub(crate) fn betfair_subscription(
     Template {
         before: format!("{{\"op\":\"{op}\",\"id\":"),
         after,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::binance_url_streams;
+
+    #[test]
+    fn streams_named_by_binance_urls() {
+        assert_eq!(
+            binance_url_streams("/stream?streams=btcusdt@aggTrade/ethusdt@depth20@100ms"),
+            ["btcusdt@aggTrade", "ethusdt@depth20@100ms"]
+        );
+        assert_eq!(
+            binance_url_streams("/stream?timeUnit=MICROSECOND&streams=btcusdt%40trade"),
+            ["btcusdt@trade"]
+        );
+        assert_eq!(
+            binance_url_streams("/ws/btcusdt@kline_1m"),
+            ["btcusdt@kline_1m"]
+        );
+        assert_eq!(binance_url_streams("/ws/!ticker@arr"), ["!ticker@arr"]);
+        // A bare endpoint, a listen key, a name that cannot go into a request.
+        assert!(binance_url_streams("/ws").is_empty());
+        assert!(binance_url_streams("/stream").is_empty());
+        assert!(binance_url_streams("/ws/pqia91ma19a5s61cv6a81va65sdf19v8a65a1").is_empty());
+        assert!(binance_url_streams("/stream?streams=a%22b@x").is_empty());
     }
 }

@@ -97,7 +97,8 @@ impl Stream {
         Ok(())
     }
 
-    /// Unsubscribes Binance streams; a stream not subscribed is an error and nothing is sent.
+    /// Unsubscribes Binance streams (those the URL names too); a stream not subscribed is an
+    /// error and nothing is sent.
     pub fn unsubscribe(&mut self, streams: &[&str], now: Instant) -> Result<(), StreamError> {
         self.check_profile(matches!(self.config.profile, Profile::BinanceStream))?;
         if let Some(missing) = streams.iter().find(|s| !self.streams.contains(**s)) {

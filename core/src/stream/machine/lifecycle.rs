@@ -52,7 +52,22 @@ impl Stream {
         self.events.push_back(StreamEvent::Opened { reconnected });
         match self.config.profile.clone() {
             Profile::BinanceStream => {
-                let streams: Vec<String> = self.streams.iter().cloned().collect();
+                // The URL subscribed its own streams again: undo those the application
+                // unsubscribed, then subscribe the rest it wants.
+                let dropped: Vec<String> = self
+                    .url_streams
+                    .difference(&self.streams)
+                    .cloned()
+                    .collect();
+                for chunk in dropped.chunks(STREAMS_PER_REQUEST) {
+                    let template = profile::binance_method("UNSUBSCRIBE", chunk);
+                    self.queue_control(RequestKind::Unsubscribe(chunk.to_vec()), template, now);
+                }
+                let streams: Vec<String> = self
+                    .streams
+                    .difference(&self.url_streams)
+                    .cloned()
+                    .collect();
                 let mut count = 0;
                 for chunk in streams.chunks(STREAMS_PER_REQUEST) {
                     let template = profile::binance_method("SUBSCRIBE", chunk);
