@@ -143,11 +143,10 @@ pub(crate) fn fall_back_if_due<H>(
 }
 
 /// Reads until the socket is drained, the budget is spent, the channel is full, or a command
-/// waits; drives a
-/// TLS handshake first. Drained: `WouldBlock`, or a read that filled less than it was
-/// offered — with edge-triggered readiness, bytes arriving after that read raise a new
-/// event, so the read that would only find `WouldBlock` (a system call per wake-up; on a
-/// paced stream, one per message) is not made. After the peer's end was reported, reads go
+/// waits; drives a TLS handshake first. Drained: `WouldBlock`, or a read that filled less
+/// than it was offered — with edge-triggered readiness, bytes arriving after that read raise
+/// a new event, so the read that would only find `WouldBlock` (a system call per wake-up; on
+/// a paced stream, one per message) is not made. After the peer's end was reported, reads go
 /// on until the socket says so.
 pub(crate) fn read<H: DataHandler>(
     e: &mut Entry<H>,

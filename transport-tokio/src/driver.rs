@@ -538,10 +538,11 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
     }
 
     /// Reads until the socket is drained, the budget is spent, the event queue is full, or a
-    /// command waits; straight into the core's read buffer (or TLS's ciphertext buffer). Drained: the read
-    /// would block, or it filled less than it was offered — tokio's `poll_read` then clears
-    /// the socket's readiness itself (new bytes raise a new event), so no read is made only
-    /// to find the socket empty (a system call per wake-up; on a paced stream, per message).
+    /// command waits; straight into the core's read buffer (or TLS's ciphertext buffer).
+    /// Drained: the read would block, or it filled less than it was offered — tokio's
+    /// `poll_read` then clears the socket's readiness itself (new bytes raise a new event),
+    /// so no read is made only to find the socket empty (a system call per wake-up; on a
+    /// paced stream, per message).
     /// Whether the socket gave anything (bytes, its end or an error): `false` means the first
     /// poll found nothing, and the socket holds the task's waker (or tokio's budget asked for
     /// a yield).

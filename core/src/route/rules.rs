@@ -80,9 +80,9 @@ pub struct RouteRules {
     /// holds none).
     pub id_key: String,
     /// Keys whose string values are reported for data messages (at most
-    /// [`MAX_EXTRACT_KEYS`]; more is [`ConfigError::TooMany`](crate::ConfigError::TooMany)), e.g. the
-    /// Betfair message type and stream position (`op`, `initialClk`, `clk`) so that a
-    /// resubscription resumes without a gap.
+    /// [`MAX_EXTRACT_KEYS`]; more is [`ConfigError::TooMany`](crate::ConfigError::TooMany)),
+    /// e.g. the Betfair message type and stream position (`op`, `initialClk`, `clk`) so
+    /// that a resubscription resumes without a gap.
     pub extract_keys: Vec<String>,
     /// A message whose **first** top-level key is one of these is data (no response starts
     /// with them): only the conditions on that first key are evaluated and the rest of the
