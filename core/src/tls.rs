@@ -501,38 +501,31 @@ fn encrypt_unsent<D>(
     }
     // A record adds a header, the AEAD tag and the content type: 64 bytes covers any
     // suite; a key update rustls sends with the data is covered by the retry.
-    let mut need = unsent.len() + (unsent.len() / (1 << 14) + 1) * 64;
-    loop {
-        let at = outbox.len();
-        outbox.resize(at + need, 0);
-        match traffic.encrypt(unsent, &mut outbox[at..]) {
-            Ok(written) => {
-                outbox.truncate(at + written);
-                unsent.clear();
-                return Ok(());
-            }
-            Err(EncryptError::InsufficientSize(s)) => {
-                outbox.truncate(at);
-                need = s.required_size;
-            }
-            Err(e) => {
-                outbox.truncate(at);
-                return Err(encrypt_error(e));
-            }
-        }
-    }
+    let need = unsent.len() + (unsent.len() / (1 << 14) + 1) * 64;
+    append_encrypted(outbox, need, |room| traffic.encrypt(unsent, room))?;
+    unsent.clear();
+    Ok(())
 }
 
-/// A close_notify alert into `outbox`: one small record (the retry covers any suite).
+/// A close_notify alert into `outbox`: one small record.
 fn queue_close_notify<D>(
     traffic: &mut rustls::unbuffered::WriteTraffic<'_, D>,
     outbox: &mut BytesMut,
 ) -> Result<(), TlsError> {
-    let mut need = 64;
+    append_encrypted(outbox, 64, |room| traffic.queue_close_notify(room))
+}
+
+/// Appends what `write` encrypts to `outbox`, offering `need` bytes of room first and, if
+/// rustls asks for more, exactly what it asks for.
+fn append_encrypted(
+    outbox: &mut BytesMut,
+    mut need: usize,
+    mut write: impl FnMut(&mut [u8]) -> Result<usize, EncryptError>,
+) -> Result<(), TlsError> {
     loop {
         let at = outbox.len();
         outbox.resize(at + need, 0);
-        match traffic.queue_close_notify(&mut outbox[at..]) {
+        match write(&mut outbox[at..]) {
             Ok(written) => {
                 outbox.truncate(at + written);
                 return Ok(());

@@ -17,19 +17,32 @@ pub struct Outcome {
     pub end: Option<StreamEvent>,
 }
 
+/// The stream whose confirmed subscription (by the test, from where it may) makes the
+/// handler stop its stream.
+pub const STOP_SIGNAL: &str = "bnbusdt@trade";
+
 /// On the first data message, makes every kind of blocking call on its own loop's handle;
-/// once `stop_when_subscribed` is confirmed (subscribed by the test, from where it may),
-/// stops the stream from there (no answer to wait for).
+/// once [`STOP_SIGNAL`] is confirmed, stops the stream from there (no answer to wait for).
 #[derive(Debug)]
 pub struct CallsItsOwnLoop {
-    /// The loop's handle.
-    pub handle: LoopHandle,
-    /// The stream's id, set once `connect` returned it.
-    pub id: Arc<OnceLock<StreamId>>,
-    /// Shared with the test.
-    pub outcome: Arc<Mutex<Outcome>>,
-    /// The stream whose confirmation makes the handler stop the stream.
-    pub stop_when_subscribed: &'static str,
+    handle: LoopHandle,
+    id: Arc<OnceLock<StreamId>>,
+    outcome: Arc<Mutex<Outcome>>,
+}
+
+impl CallsItsOwnLoop {
+    /// A handler for a stream of the loop `handle` controls; the id is to be set once
+    /// `connect` returned it, and the outcome is shared with the test.
+    pub fn new(handle: LoopHandle) -> (Self, Arc<OnceLock<StreamId>>, Arc<Mutex<Outcome>>) {
+        let id = Arc::new(OnceLock::new());
+        let outcome = Arc::new(Mutex::new(Outcome::default()));
+        let handler = Self {
+            handle,
+            id: id.clone(),
+            outcome: outcome.clone(),
+        };
+        (handler, id, outcome)
+    }
 }
 
 impl Handler for CallsItsOwnLoop {
@@ -64,9 +77,7 @@ impl Handler for CallsItsOwnLoop {
                     outcome.calls.extend(calls);
                 }
             }
-            StreamEvent::Subscribed { streams, .. }
-                if streams.iter().any(|s| s == self.stop_when_subscribed) =>
-            {
+            StreamEvent::Subscribed { streams, .. } if streams.iter().any(|s| s == STOP_SIGNAL) => {
                 self.handle.stop(*self.id.get().unwrap());
             }
             e @ (StreamEvent::Closed { .. } | StreamEvent::Crashed(_)) => outcome.end = Some(e),
@@ -82,8 +93,9 @@ impl Handler for Ignore {
 }
 
 /// Asserts that every blocking call the handler made was refused as made on the loop's
-/// thread — none waited (a wait would have hung the loop and the test).
-pub fn assert_refused(outcome: &Outcome) {
+/// thread — none waited (a wait would have hung the loop and the test) — and that its stop
+/// closed the stream.
+pub fn assert_refused_then_stopped(outcome: &Outcome) {
     assert_eq!(outcome.calls.len(), 6);
     for (call, result) in &outcome.calls {
         assert!(
@@ -91,4 +103,11 @@ pub fn assert_refused(outcome: &Outcome) {
             "{call}: {result:?}"
         );
     }
+    assert_eq!(
+        outcome.end,
+        Some(StreamEvent::Closed {
+            by: feedwire_core::CloseInitiator::Local,
+            code: 1000
+        })
+    );
 }

@@ -46,13 +46,12 @@ fn quiet_streams_give_their_read_buffer_back() {
 /// ends the stream.
 #[test]
 fn a_handler_calling_its_own_loop_is_refused_not_hung() {
-    use std::sync::{Arc, Mutex, OnceLock};
     use std::time::{Duration, Instant};
 
-    use feedwire_core::{CloseInitiator, StreamConfig, StreamEvent};
+    use feedwire_core::StreamConfig;
     use feedwire_mio::{Delivery, LoopHandle, MioOptions};
     use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
-    use feedwire_tests::loop_reentry::{assert_refused, CallsItsOwnLoop, Outcome};
+    use feedwire_tests::loop_reentry::{assert_refused_then_stopped, CallsItsOwnLoop, STOP_SIGNAL};
 
     let srv = ReplayServer::start(ReplayConfig {
         count: Some(2000),
@@ -61,14 +60,7 @@ fn a_handler_calling_its_own_loop_is_refused_not_hung() {
     })
     .unwrap();
     let handle = LoopHandle::spawn(MioOptions::default()).unwrap();
-    let id = Arc::new(OnceLock::new());
-    let outcome = Arc::new(Mutex::new(Outcome::default()));
-    let handler = CallsItsOwnLoop {
-        handle: handle.clone(),
-        id: id.clone(),
-        outcome: outcome.clone(),
-        stop_when_subscribed: "bnbusdt@trade",
-    };
+    let (handler, id, outcome) = CallsItsOwnLoop::new(handle.clone());
     let (sid, _) = handle
         .connect(
             StreamConfig::binance_stream(&srv.url()),
@@ -82,20 +74,11 @@ fn a_handler_calling_its_own_loop_is_refused_not_hung() {
         std::thread::sleep(Duration::from_millis(5));
     }
     // The loop still answers another thread; the confirmation makes the handler stop.
-    handle.subscribe(sid, &["bnbusdt@trade"]).unwrap();
+    handle.subscribe(sid, &[STOP_SIGNAL]).unwrap();
     while outcome.lock().unwrap().end.is_none() {
         assert!(Instant::now() < deadline, "the stop from the handler");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let outcome = outcome.lock().unwrap();
-    assert_refused(&outcome);
-    assert_eq!(
-        outcome.end,
-        Some(StreamEvent::Closed {
-            by: CloseInitiator::Local,
-            code: 1000
-        })
-    );
-    drop(outcome);
+    assert_refused_then_stopped(&outcome.lock().unwrap());
     handle.shutdown();
 }

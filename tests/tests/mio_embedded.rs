@@ -179,9 +179,7 @@ fn a_busy_polling_loop_delivers_keeps_its_limits_and_hears_commands() {
 /// a stop from it works.
 #[test]
 fn a_handler_calling_the_loop_it_is_turned_by_is_refused_not_hung() {
-    use std::sync::OnceLock;
-
-    use feedwire_tests::loop_reentry::{assert_refused, CallsItsOwnLoop, Outcome};
+    use feedwire_tests::loop_reentry::{assert_refused_then_stopped, CallsItsOwnLoop, STOP_SIGNAL};
 
     let srv = ReplayServer::start(ReplayConfig {
         count: Some(200),
@@ -190,14 +188,7 @@ fn a_handler_calling_the_loop_it_is_turned_by_is_refused_not_hung() {
     })
     .unwrap();
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
-    let id = Arc::new(OnceLock::new());
-    let outcome = Arc::new(Mutex::new(Outcome::default()));
-    let handler = CallsItsOwnLoop {
-        handle: feed.handle(),
-        id: id.clone(),
-        outcome: outcome.clone(),
-        stop_when_subscribed: "bnbusdt@trade",
-    };
+    let (handler, id, outcome) = CallsItsOwnLoop::new(feed.handle());
     let (sid, _) = feed
         .connect(
             StreamConfig::binance_stream(&srv.url()),
@@ -208,19 +199,11 @@ fn a_handler_calling_the_loop_it_is_turned_by_is_refused_not_hung() {
     turn_until(&mut feed, "data", || outcome.lock().unwrap().data > 0);
     // From the loop's thread between turns, its own method; the confirmation makes the
     // handler stop the stream.
-    feed.subscribe(sid, &["bnbusdt@trade"]).unwrap();
+    feed.subscribe(sid, &[STOP_SIGNAL]).unwrap();
     turn_until(&mut feed, "the stop from the handler", || {
         outcome.lock().unwrap().end.is_some()
     });
-    let outcome = outcome.lock().unwrap();
-    assert_refused(&outcome);
-    assert_eq!(
-        outcome.end,
-        Some(StreamEvent::Closed {
-            by: CloseInitiator::Local,
-            code: 1000
-        })
-    );
+    assert_refused_then_stopped(&outcome.lock().unwrap());
 }
 
 /// The application turns its loop when it likes: between two turns it may work for longer
