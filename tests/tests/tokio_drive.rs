@@ -362,3 +362,29 @@ fn read_all_then_stop(options: TokioOptions) {
     assert_eq!(data.load(Ordering::Relaxed), COUNT);
     assert_closed_by_us(&ended);
 }
+
+/// The future dropped while its stream connects — to an address that never answers, so
+/// the connect cannot complete — takes the connection attempt with it: no task is left
+/// behind (it stayed until the kernel gave up on the SYNs, and for good on a server that
+/// accepts and never answers the TLS handshake).
+#[test]
+fn dropping_the_future_while_it_connects_leaves_no_task_behind() {
+    let (silent, _listener, _queued) = feedwire_tests::scenarios::silent_address();
+    current_thread().block_on(async {
+        let metrics = tokio::runtime::Handle::current().metrics();
+        let before = metrics.num_alive_tasks();
+        let (watch, _opened, _ended) = watch_opening();
+        let config = StreamConfig::binance_stream(&format!("ws://{silent}/ws"));
+        let (_handle, drive) = drive_lending(config, TokioOptions::default(), watch).unwrap();
+        let connecting = tokio::time::timeout(Duration::from_millis(300), drive).await;
+        assert!(connecting.is_err(), "the connect cannot complete");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while metrics.num_alive_tasks() > before {
+            assert!(
+                Instant::now() < deadline,
+                "the connect task outlived the stream"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}

@@ -142,6 +142,19 @@ impl Driver<Unlent> {
     }
 }
 
+/// A driver dropped before its stream ended (the future of `drive_lending` dropped in a
+/// `select!`, a runtime shutting down) takes its connection attempt with it: the connect
+/// task — DNS, TCP, the TLS handshake — has no deadline of its own (the stream's connect
+/// timer ends it through the driver), and a server that accepts and never answers would
+/// keep it and its socket for good.
+impl<H> Drop for Driver<H> {
+    fn drop(&mut self) {
+        if let Some(task) = self.connecting.take() {
+            task.abort();
+        }
+    }
+}
+
 impl<H: DataHandler + Send + 'static> Driver<H> {
     /// A driver that lends data to `handler` and hands it every other event.
     pub(crate) fn lending(
