@@ -466,7 +466,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             return;
         };
         let Some(sock) = e.sock.as_mut() else { return };
-        if !sock.ready && sock.tls.is_none() {
+        if sock.tcp_connecting() {
             match sock.tcp.take_error() {
                 Ok(None) if sock.tcp.peer_addr().is_ok() => {}
                 Ok(None) => return, // not connected yet

@@ -76,6 +76,15 @@ pub(crate) struct Entry<H> {
     pub(crate) fallback_at: Option<Instant>,
 }
 
+impl Sock {
+    /// The TCP connect has not completed yet: no TLS session is made and nothing is ready
+    /// before it does.
+    #[inline]
+    pub(crate) fn tcp_connecting(&self) -> bool {
+        !self.ready && self.tls.is_none()
+    }
+}
+
 /// Starts a TCP connect to the next resolved address; when none is left, reports
 /// `last_error` (the previous address's failure) to the stream.
 pub(crate) fn connect_next<H>(
@@ -125,7 +134,7 @@ pub(crate) fn fall_back_if_due<H>(
     now: Instant,
 ) {
     // The stream's own connect timeout may have ended the attempt in the same turn.
-    let connecting = e.sock.as_ref().is_some_and(|s| !s.ready && s.tls.is_none())
+    let connecting = e.sock.as_ref().is_some_and(Sock::tcp_connecting)
         && matches!(
             e.stream.state(),
             feedwire_core::StreamState::Connecting { .. }
@@ -170,7 +179,7 @@ pub(crate) fn read<H: DataHandler>(
             e.readable = false;
             return;
         }
-        if !sock.ready && sock.tls.is_none() {
+        if sock.tcp_connecting() {
             e.readable = false;
             return;
         }
@@ -393,7 +402,7 @@ pub(crate) fn deliver<H: DataHandler>(e: &mut Entry<H>) {
 /// something is left.
 pub(crate) fn flush<H>(e: &mut Entry<H>, registry: &mio::Registry, id: StreamId) {
     let Some(sock) = e.sock.as_mut() else { return };
-    if !sock.ready && sock.tls.is_none() {
+    if sock.tcp_connecting() {
         return;
     }
     if let Some(tls) = sock.tls.as_mut() {
