@@ -204,6 +204,30 @@ fn eof_without_close_notify_is_truncation() {
 }
 
 #[test]
+fn sessions_sharing_a_configuration_resume_and_the_default_one_is_shared() {
+    let (roots, server_config) = test_pki(&["localhost"]);
+    let client_config = tls_config_with_roots(roots);
+    let kinds: Vec<_> = (0..3)
+        .map(|_| {
+            let mut tls = TlsSession::new(client_config.clone(), "localhost").unwrap();
+            let mut server = ServerConnection::new(server_config.clone()).unwrap();
+            let mut ws =
+                WebSocketClient::new("wss://localhost:9443/ws", WsConfig::default(), [1; 32])
+                    .unwrap();
+            pump(&mut tls, &mut server, &mut ws).unwrap();
+            server.handshake_kind()
+        })
+        .collect();
+    use rustls::HandshakeKind::{Full, Resumed};
+    assert_eq!(kinds, [Some(Full), Some(Resumed), Some(Resumed)]);
+    // So every stream left on the default shares its session cache (and its roots).
+    assert!(Arc::ptr_eq(
+        &feedwire_core::default_tls_config(),
+        &feedwire_core::default_tls_config()
+    ));
+}
+
+#[test]
 fn invalid_server_name_is_typed() {
     let (roots, _) = test_pki(&["localhost"]);
     let err = TlsSession::new(tls_config_with_roots(roots), "not a host name").unwrap_err();
