@@ -189,7 +189,7 @@ mod tests {
         };
         let mut s = open_betfair_stream(StreamConfig::betfair("tcp://127.0.0.1:1", auth), now);
         assert_eq!(s.state(), &StreamState::Open);
-        let opened = s.stats_handle().snapshot();
+        let opened = s.stats_handle().snapshot(now);
         // Authentication and subscription written, both answered, and the connection message.
         assert_eq!((opened.messages_sent, opened.responses), (2, 3));
         assert_eq!(opened.subscriptions, 1);

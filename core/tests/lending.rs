@@ -84,7 +84,7 @@ fn data_is_lent_and_a_response_queued_behind_it_in_order() {
         Some(&br#"{"e":"trade","t":4}"#[..])
     );
     assert_eq!(events.len(), 2);
-    let stats = h.s.stats_handle().snapshot();
+    let stats = h.s.stats_handle().snapshot(h.now);
     assert_eq!(stats.messages_received, 5, "lent messages are counted too");
 }
 
@@ -248,7 +248,7 @@ fn frames_that_span_reads_are_lent_and_the_block_is_never_cut() {
         fed += n;
         cuts += usize::from(ends.binary_search(&fed).is_err());
         h.s.handle_read_with(n, h.now, |d| lent.push(d.payload.to_vec()));
-        capacities.push(stats.snapshot().read_buffer_bytes);
+        capacities.push(stats.snapshot(h.now).read_buffer_bytes);
     }
     assert!(
         cuts >= 40,
@@ -300,7 +300,7 @@ fn nothing_read_after_stop_is_delivered_lent_or_queued() {
         lend(&mut h, &frames(&[r#"{"e":"trade","t":1}"#]));
         let (lent, _) = lend(&mut h, &frames(&[r#"{"e":"trade","t":2}"#]));
         assert_eq!(lent.len(), 1, "the fast path is open before the stop");
-        let received = h.s.stats_handle().snapshot().messages_received;
+        let received = h.s.stats_handle().snapshot(h.now).messages_received;
         h.s.stop(h.now);
         h.pump();
         assert!(
@@ -337,7 +337,7 @@ fn nothing_read_after_stop_is_delivered_lent_or_queued() {
             h.s.state()
         );
         assert_eq!(
-            h.s.stats_handle().snapshot().messages_received,
+            h.s.stats_handle().snapshot(h.now).messages_received,
             received,
             "dropped messages are not counted as received"
         );

@@ -82,7 +82,7 @@ fn statistics_are_exact_after_a_scripted_run() {
     for m in msgs {
         h.feed_text(m);
     }
-    let snap = h.s.stats_handle().snapshot();
+    let snap = h.s.stats_handle().snapshot(h.now);
     let data_bytes: usize =
         msgs.iter().map(|m| m.len()).sum::<usize>() + r#"{"result":null,"id":1}"#.len();
     assert_eq!(snap.messages_received, 4, "3 data + 1 response");
@@ -104,11 +104,24 @@ fn statistics_are_exact_after_a_scripted_run() {
     // Rates count complete seconds only.
     h.advance(Duration::from_secs(1));
     h.feed_text(r#"{"e":"d"}"#);
-    let snap = h.s.stats_handle().snapshot();
+    let snap = h.s.stats_handle().snapshot(h.now);
     assert!(
         snap.messages_per_sec > 0.0 && snap.bytes_per_sec > 0.0,
         "{snap:?}"
     );
+    // The feed goes quiet: nothing wakes the stream, and the rates still fall, a second at a
+    // time, to zero once the window holds only quiet seconds.
+    let stats = h.s.stats_handle();
+    let busy = stats
+        .snapshot(h.now + Duration::from_secs(1))
+        .messages_per_sec;
+    let later = stats
+        .snapshot(h.now + Duration::from_secs(3))
+        .messages_per_sec;
+    assert!(0.0 < later && later < busy, "{busy} then {later}");
+    let quiet = stats.snapshot(h.now + Duration::from_secs(6));
+    assert_eq!((quiet.messages_per_sec, quiet.bytes_per_sec), (0.0, 0.0));
+    assert_eq!(quiet.messages_received, snap.messages_received);
 }
 
 #[test]
@@ -281,7 +294,7 @@ fn reconnects_with_backoff_and_resubscribes() {
         evs.contains(&StreamEvent::Resubscribed { count: 1 }),
         "{evs:?}"
     );
-    assert_eq!(h.s.stats_handle().snapshot().reconnects, 1);
+    assert_eq!(h.s.stats_handle().snapshot(h.now).reconnects, 1);
 }
 
 /// Streams a combined-stream URL names are subscribed by every connection to it: the stream
@@ -293,7 +306,7 @@ fn streams_named_in_the_url_are_subscribed_ones_across_reconnects() {
     let url = "ws://127.0.0.1:9443/stream?streams=btcusdt@aggTrade/ethusdt@trade";
     let mut h = open(StreamConfig::binance_stream(url));
     assert!(h.sent_texts().is_empty(), "the URL subscribed them");
-    assert_eq!(h.s.stats_handle().snapshot().subscriptions, 2);
+    assert_eq!(h.s.stats_handle().snapshot(h.now).subscriptions, 2);
     h.s.subscribe(&["bnbusdt@depth", "btcusdt@aggTrade"], h.now)
         .unwrap();
     h.s.unsubscribe(&["ethusdt@trade"], h.now).unwrap();
@@ -325,7 +338,7 @@ fn streams_named_in_the_url_are_subscribed_ones_across_reconnects() {
             r#"{"method":"SUBSCRIBE","params":["bnbusdt@depth"],"id":4}"#,
         ]
     );
-    assert_eq!(h.s.stats_handle().snapshot().subscriptions, 2);
+    assert_eq!(h.s.stats_handle().snapshot(h.now).subscriptions, 2);
 
     let mut c = StreamConfig::binance_stream(url);
     c.max_streams = 1;

@@ -370,7 +370,7 @@ impl<H: feedwire_mio::DataHandler + Send + 'static> Session for MioSession<H> {
     }
 
     fn stats(&self) -> StatsSnapshot {
-        self.stats.snapshot()
+        self.stats.snapshot(std::time::Instant::now())
     }
 
     fn drop_events(&mut self) {

@@ -83,7 +83,7 @@ fn the_application_turns_the_loop_and_shares_its_poll() {
     assert_eq!(user_events, vec![Some(7)], "the application's event, once");
     let mut buf = [0u8; 8];
     assert_eq!(own.recv_from(&mut buf).unwrap().0, 4);
-    assert_eq!(stats.snapshot().messages_received, 1000);
+    assert_eq!(stats.snapshot(Instant::now()).messages_received, 1000);
 
     // A direct stop on the loop's thread; the Close handshake completes in later turns.
     feed.stop(id);
@@ -119,7 +119,10 @@ fn streaming(count: usize, options: MioOptions) -> (ReplayServer, MioLoop, Arc<S
     turn_until(&mut feed, "data", || {
         seen.data.load(Ordering::Relaxed) == count as u64
     });
-    assert_eq!(stats.snapshot().messages_received, count as u64);
+    assert_eq!(
+        stats.snapshot(Instant::now()).messages_received,
+        count as u64
+    );
     (srv, feed, seen, id)
 }
 

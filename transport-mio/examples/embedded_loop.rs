@@ -101,7 +101,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })?;
         for command in received {
             match command.as_str() {
-                "stats" => println!("operator asked: {:?}", stats.snapshot()),
+                "stats" => println!("operator asked: {:?}", stats.snapshot(Instant::now())),
                 "stop" => {
                     println!(
                         "operator asked to stop after {} trades",

@@ -185,7 +185,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (user, sys) = (user_after - user_before, sys_after - sys_before);
     let cpu = user + sys;
     let received = messages.load(Ordering::Relaxed);
-    let bytes: u64 = stats.iter().map(|s| s.snapshot().bytes_received).sum();
+    let bytes: u64 = stats
+        .iter()
+        .map(|s| s.snapshot(Instant::now()).bytes_received)
+        .sum();
     let cpu_per_msg = cpu.as_secs_f64() * 1e6 / received as f64;
     println!(
         "active: {} streams x {} {} msgs = {received} msgs, {:.1} MB in {:.2} s ({:.0} msgs/s); \

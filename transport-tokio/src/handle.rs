@@ -190,9 +190,10 @@ impl StreamHandle {
         let _ = self.commands.send(Command::Crash(reason.to_owned()));
     }
 
-    /// A consistent statistics snapshot (no lock on the stream's hot path).
+    /// A consistent statistics snapshot, its rates as of now (no lock on the stream's hot
+    /// path).
     pub fn stats(&self) -> StatsSnapshot {
-        self.stats.snapshot()
+        self.stats.snapshot(std::time::Instant::now())
     }
 }
 

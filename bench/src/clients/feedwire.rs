@@ -257,7 +257,7 @@ pub(super) fn blocking(target: &Target, mut rec: Recorder) -> Result<(Recorder, 
         }
         if done {
             let extra = Extra {
-                read_buffer_bytes: Some(stats.snapshot().read_buffer_bytes),
+                read_buffer_bytes: Some(stats.snapshot(Instant::now()).read_buffer_bytes),
             };
             s.stop(Instant::now());
             return Ok((rec, extra));
@@ -314,7 +314,7 @@ pub(super) fn mio<const SPINS: bool>(
         // Sent before the flag was set.
         let rec = rx.try_recv().map_err(|e| err("the run's outcome")(&e))?;
         let extra = Extra {
-            read_buffer_bytes: Some(stats.snapshot().read_buffer_bytes),
+            read_buffer_bytes: Some(stats.snapshot(Instant::now()).read_buffer_bytes),
         };
         feed.stop(id);
         return Ok((rec?, extra));

@@ -6,8 +6,14 @@
 //! reader computing bytes per message must not see `bytes` from one message and `messages`
 //! from the next), and one publish per read batch costs less than atomic updates per message.
 //! A publish stores only what changed since the last: after a read, the received counts and
-//! the receive time; the sent counts, responses, subscriptions, state, buffer size and rates
-//! (recomputed once a second) only when they moved — a paced stream publishes once a message.
+//! the receive time; the sent counts, responses, subscriptions, state and buffer size only
+//! when they moved, and once a second the counts the second began with — a paced stream
+//! publishes once a message.
+//!
+//! The rates are the reader's to compute, at the instant it asks: a stream that has gone
+//! quiet publishes nothing (nothing wakes it), so rates worked out by the writer would
+//! keep the last busy second's figure for as long as the silence lasts — the moment they
+//! matter most. A second without a publish is a second without a message.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,6 +21,10 @@ use std::time::{Duration, Instant};
 
 /// Seconds of history the per-second rates average over.
 const RATE_WINDOW_SECS: u64 = 5;
+
+/// Seconds the writer keeps the starting counts of: every second of a rate window and the
+/// one it ends in.
+const RING: usize = RATE_WINDOW_SECS as usize + 1;
 
 /// A consistent view of a stream's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -33,7 +43,8 @@ pub struct StatsSnapshot {
     pub reconnects: u64,
     /// Active subscriptions (Binance streams, Betfair subscriptions).
     pub subscriptions: u64,
-    /// Messages per second over the last complete seconds (up to 5).
+    /// Messages per second over the complete seconds (up to 5) before the instant the
+    /// snapshot was taken at, the seconds since the stream's last message included.
     pub messages_per_sec: f64,
     /// Payload bytes per second over the same window.
     pub bytes_per_sec: f64,
@@ -46,8 +57,7 @@ pub struct StatsSnapshot {
     pub read_buffer_bytes: u64,
 }
 
-const FIELDS: usize = 12;
-/// Where each field of a [`StatsSnapshot`] lies in `Shared::fields`.
+/// Where each value lies in `Shared::fields`.
 const MESSAGES_RECEIVED: usize = 0;
 const BYTES_RECEIVED: usize = 1;
 const MESSAGES_SENT: usize = 2;
@@ -55,18 +65,24 @@ const BYTES_SENT: usize = 3;
 const RESPONSES: usize = 4;
 const RECONNECTS: usize = 5;
 const SUBSCRIPTIONS: usize = 6;
-const MESSAGES_PER_SEC: usize = 7;
-const BYTES_PER_SEC: usize = 8;
-const LAST_RECEIVE: usize = 9;
-const STATE: usize = 10;
-const READ_BUFFER_BYTES: usize = 11;
+const LAST_RECEIVE: usize = 7;
+const STATE: usize = 8;
+const READ_BUFFER_BYTES: usize = 9;
+/// Then [`RING`] entries of three: a second, and the messages and bytes published before
+/// it (see `Stats::boundaries`).
+const BOUNDARIES: usize = 10;
+const FIELDS: usize = BOUNDARIES + 3 * RING;
+
+/// A second that saw no publish (an unused ring entry).
+const NO_SECOND: u64 = u64::MAX;
 
 #[derive(Debug)]
 struct Shared {
     /// Odd while a publish is in progress.
     seq: AtomicU64,
     fields: [AtomicU64; FIELDS],
-    /// `last_receive` is stored as nanoseconds after this instant, plus one (0 = never).
+    /// `last_receive` is stored as nanoseconds after this instant, plus one (0 = never);
+    /// seconds are counted from it.
     base: Instant,
 }
 
@@ -75,9 +91,9 @@ struct Shared {
 pub struct StatsHandle(Arc<Shared>);
 
 impl StatsHandle {
-    /// A consistent snapshot (retries while a publish is in progress; never blocks the
-    /// writer).
-    pub fn snapshot(&self) -> StatsSnapshot {
+    /// A consistent snapshot, its rates as of `now` (the core reads no clock: pass
+    /// `Instant::now()`). Retries while a publish is in progress; never blocks the writer.
+    pub fn snapshot(&self, now: Instant) -> StatsSnapshot {
         let s = &self.0;
         loop {
             let before = s.seq.load(Ordering::Acquire);
@@ -87,26 +103,65 @@ impl StatsHandle {
             }
             let v: [u64; FIELDS] = std::array::from_fn(|i| s.fields[i].load(Ordering::Relaxed));
             fence(Ordering::Acquire);
-            if s.seq.load(Ordering::Relaxed) == before {
-                return StatsSnapshot {
-                    messages_received: v[MESSAGES_RECEIVED],
-                    bytes_received: v[BYTES_RECEIVED],
-                    messages_sent: v[MESSAGES_SENT],
-                    bytes_sent: v[BYTES_SENT],
-                    responses: v[RESPONSES],
-                    reconnects: v[RECONNECTS],
-                    subscriptions: v[SUBSCRIPTIONS],
-                    messages_per_sec: f64::from_bits(v[MESSAGES_PER_SEC]),
-                    bytes_per_sec: f64::from_bits(v[BYTES_PER_SEC]),
-                    last_receive: v[LAST_RECEIVE]
-                        .checked_sub(1)
-                        .map(|n| s.base + Duration::from_nanos(n)),
-                    state: v[STATE] as u8,
-                    read_buffer_bytes: v[READ_BUFFER_BYTES],
-                };
+            if s.seq.load(Ordering::Relaxed) != before {
+                continue;
             }
+            let boundaries: [(u64, u64, u64); RING] = std::array::from_fn(|i| {
+                let at = BOUNDARIES + 3 * i;
+                (v[at], v[at + 1], v[at + 2])
+            });
+            let second = now.saturating_duration_since(s.base).as_secs();
+            let totals = (v[MESSAGES_RECEIVED], v[BYTES_RECEIVED]);
+            let (messages_per_sec, bytes_per_sec) = rates(&boundaries, totals, second);
+            return StatsSnapshot {
+                messages_received: v[MESSAGES_RECEIVED],
+                bytes_received: v[BYTES_RECEIVED],
+                messages_sent: v[MESSAGES_SENT],
+                bytes_sent: v[BYTES_SENT],
+                responses: v[RESPONSES],
+                reconnects: v[RECONNECTS],
+                subscriptions: v[SUBSCRIPTIONS],
+                messages_per_sec,
+                bytes_per_sec,
+                last_receive: v[LAST_RECEIVE]
+                    .checked_sub(1)
+                    .map(|n| s.base + Duration::from_nanos(n)),
+                state: v[STATE] as u8,
+                read_buffer_bytes: v[READ_BUFFER_BYTES],
+            };
         }
     }
+}
+
+/// Messages and bytes per second over the complete seconds (at most [`RATE_WINDOW_SECS`])
+/// before `second`, from the ring of seconds that saw a publish — (second, messages and bytes
+/// published before it) — and the totals published so far.
+fn rates(boundaries: &[(u64, u64, u64); RING], totals: (u64, u64), second: u64) -> (f64, f64) {
+    let used = || boundaries.iter().filter(|b| b.0 != NO_SECOND);
+    let Some(last) = used().max_by_key(|b| b.0) else {
+        return (0.0, 0.0);
+    };
+    // A reader whose clock is behind the writer's sees the writer's second.
+    let second = second.max(last.0);
+    // Published before `second`: all of it, unless `second` itself saw a publish.
+    let until = if last.0 == second {
+        (last.1, last.2)
+    } else {
+        totals
+    };
+    // Published before the window's first second: the boundary of the first second at or
+    // after it that saw a publish (none between them did); none in the window, all of it.
+    // The ring holds that second: the window and the second it ends in are six seconds.
+    let from = second.saturating_sub(RATE_WINDOW_SECS);
+    let since = used()
+        .filter(|b| b.0 >= from)
+        .min_by_key(|b| b.0)
+        .map_or(totals, |b| (b.1, b.2));
+    let secs = RATE_WINDOW_SECS.min(second).max(1) as f64;
+    (
+        until.0.saturating_sub(since.0) as f64 / secs,
+        until.1.saturating_sub(since.1) as f64 / secs,
+    )
 }
 
 /// The fields that change seldom (not with every read): stored into the shared snapshot only
@@ -118,8 +173,6 @@ struct Cold {
     responses: u64,
     reconnects: u64,
     subscriptions: u64,
-    messages_per_sec: f64,
-    bytes_per_sec: f64,
     state: u8,
     read_buffer_bytes: u64,
 }
@@ -127,8 +180,9 @@ struct Cold {
 /// The owner's counters.
 ///
 /// A publish after a read stores three fields (messages, bytes, last receive) and the
-/// sequence number twice; the others only after they changed (`cold_changed`). Every
-/// mutation of a cold field therefore goes through a method here that sets that flag.
+/// sequence number twice; the others only after they changed (`cold_changed`), and one
+/// ring entry when a second begins. Every mutation of a cold field therefore goes through a
+/// method here that sets that flag.
 #[derive(Debug)]
 pub(crate) struct Stats {
     messages_received: u64,
@@ -144,16 +198,19 @@ pub(crate) struct Stats {
     published: (u64, u64),
     /// The second (since `Shared::base`) of the last publish; `u64::MAX` before the first.
     second: u64,
-    /// For each of the last seconds that saw a publish, newest at `boundaries[newest]`:
-    /// (that second, messages and bytes published before it). Six entries: every second
-    /// of a rate window and the one it ends in (a second has at most one).
-    boundaries: [(u64, u64, u64); RATE_WINDOW_SECS as usize + 1],
+    /// Index of the newest entry of the shared ring, which holds, for each of the last
+    /// [`RING`] seconds that saw a publish: (that second, messages and bytes published
+    /// before it).
     newest: usize,
     shared: Arc<Shared>,
 }
 
 impl Stats {
     pub(crate) fn new(base: Instant) -> Self {
+        let fields = std::array::from_fn(|i| {
+            let unused = i >= BOUNDARIES && (i - BOUNDARIES) % 3 == 0;
+            AtomicU64::new(if unused { NO_SECOND } else { 0 })
+        });
         Self {
             messages_received: 0,
             bytes_received: 0,
@@ -164,11 +221,10 @@ impl Stats {
             cold_changed: true,
             published: (0, 0),
             second: u64::MAX,
-            boundaries: [(u64::MAX, 0, 0); RATE_WINDOW_SECS as usize + 1],
             newest: 0,
             shared: Arc::new(Shared {
                 seq: AtomicU64::new(0),
-                fields: std::array::from_fn(|_| AtomicU64::new(0)),
+                fields,
                 base,
             }),
         }
@@ -223,23 +279,24 @@ impl Stats {
     }
 
     /// Publishes a snapshot with the stream's `state` code and its read buffer's
-    /// allocation (bytes); once a second, first folds the second that ended into the rates.
+    /// allocation (bytes); the first publish in a second also records, in the ring, what
+    /// was published before it.
     pub(crate) fn publish(&mut self, now: Instant, state: u8, read_buffer_bytes: u64) {
         let since_base = now.saturating_duration_since(self.shared.base);
         let second = since_base.as_secs();
-        if second != self.second {
-            self.start_second(second);
-        }
-        self.published = (self.messages_received, self.bytes_received);
         if state != self.cold.state || read_buffer_bytes != self.cold.read_buffer_bytes {
             self.cold.state = state;
             self.cold.read_buffer_bytes = read_buffer_bytes;
             self.cold_changed = true;
         }
-        let s = &self.shared;
-        let seq = s.seq.load(Ordering::Relaxed);
-        s.seq.store(seq + 1, Ordering::Relaxed);
+        let seq = self.shared.seq.load(Ordering::Relaxed);
+        self.shared.seq.store(seq + 1, Ordering::Relaxed);
         fence(Ordering::Release);
+        if second != self.second {
+            self.start_second(second);
+        }
+        let s = &self.shared;
+        self.published = (self.messages_received, self.bytes_received);
         s.fields[MESSAGES_RECEIVED].store(self.messages_received, Ordering::Relaxed);
         s.fields[BYTES_RECEIVED].store(self.bytes_received, Ordering::Relaxed);
         if self.last_receive_changed {
@@ -261,8 +318,6 @@ impl Stats {
                 (RESPONSES, c.responses),
                 (RECONNECTS, c.reconnects),
                 (SUBSCRIPTIONS, c.subscriptions),
-                (MESSAGES_PER_SEC, c.messages_per_sec.to_bits()),
-                (BYTES_PER_SEC, c.bytes_per_sec.to_bits()),
                 (STATE, u64::from(c.state)),
                 (READ_BUFFER_BYTES, c.read_buffer_bytes),
             ];
@@ -273,32 +328,17 @@ impl Stats {
         s.seq.store(seq + 2, Ordering::Release);
     }
 
-    /// The first publish in `second`: records what was published before it and recomputes
-    /// the rates over the complete seconds before it (at most [`RATE_WINDOW_SECS`]).
+    /// The first publish in `second` (a publish in progress): records, in the ring's next
+    /// entry, what was published before it.
     #[cold]
     fn start_second(&mut self, second: u64) {
         self.second = second;
-        self.newest = (self.newest + 1) % self.boundaries.len();
-        self.boundaries[self.newest] = (second, self.published.0, self.published.1);
-        // What was published before the window's first second: the boundary of the first
-        // second at or after it that saw a publish (none between them did). The ring holds
-        // it: every entry from it on lies within the window's seconds and this one, which
-        // is the search's start (unused entries, second `u64::MAX`, are never earlier).
-        let from = second.saturating_sub(RATE_WINDOW_SECS);
-        let (_, msgs_before, bytes_before) = self.boundaries.iter().filter(|b| b.0 >= from).fold(
-            self.boundaries[self.newest],
-            |first, b| {
-                if b.0 < first.0 {
-                    *b
-                } else {
-                    first
-                }
-            },
-        );
-        let secs = RATE_WINDOW_SECS.min(second).max(1) as f64;
-        self.cold.messages_per_sec = (self.published.0 - msgs_before) as f64 / secs;
-        self.cold.bytes_per_sec = (self.published.1 - bytes_before) as f64 / secs;
-        self.cold_changed = true;
+        self.newest = (self.newest + 1) % RING;
+        let at = BOUNDARIES + 3 * self.newest;
+        let fields = &self.shared.fields;
+        fields[at].store(second, Ordering::Relaxed);
+        fields[at + 1].store(self.published.0, Ordering::Relaxed);
+        fields[at + 2].store(self.published.1, Ordering::Relaxed);
     }
 }
 
@@ -314,7 +354,7 @@ mod tests {
         let reader = std::thread::spawn(move || {
             let mut seen = 0;
             for _ in 0..200_000 {
-                let s = handle.snapshot();
+                let s = handle.snapshot(base);
                 // Every message is 100 bytes: a torn read would break this.
                 assert_eq!(s.bytes_received, 100 * s.messages_received);
                 assert_eq!(s.messages_sent, s.messages_received);
@@ -329,28 +369,39 @@ mod tests {
         }
         let seen = reader.join().expect("reader thread");
         assert!(seen <= 200_000);
-        assert_eq!(stats.handle().snapshot().messages_received, 200_000);
+        assert_eq!(stats.handle().snapshot(base).messages_received, 200_000);
     }
 
     #[test]
     fn rates_change_when_a_second_completes_not_within_it() {
         let base = Instant::now();
         let mut stats = Stats::new(base);
-        let rate = |stats: &Stats| stats.handle().snapshot().messages_per_sec;
+        let at = |ms| base + Duration::from_millis(ms);
+        let rate = |stats: &Stats, ms| stats.handle().snapshot(at(ms)).messages_per_sec;
         for ms in 0..1000u64 {
             stats.received(10);
-            stats.publish(base + Duration::from_millis(ms), 2, 0);
-            assert_eq!(rate(&stats), 0.0, "second 0 is still filling at {ms} ms");
+            stats.publish(at(ms), 2, 0);
+            assert_eq!(
+                rate(&stats, ms),
+                0.0,
+                "second 0 is still filling at {ms} ms"
+            );
         }
         for ms in 1000..1500u64 {
             stats.received(10);
-            stats.publish(base + Duration::from_millis(ms), 2, 0);
-            assert_eq!(rate(&stats), 1000.0, "second 0's messages over one second");
+            stats.publish(at(ms), 2, 0);
+            assert_eq!(
+                rate(&stats, ms),
+                1000.0,
+                "second 0's messages over one second"
+            );
         }
-        stats.publish(base + Duration::from_millis(2000), 2, 0);
-        // Seconds 0 and 1 complete: 1,500 messages over two seconds.
-        assert_eq!(rate(&stats), 750.0);
-        assert_eq!(stats.handle().snapshot().messages_received, 1500);
+        // Seconds 0 and 1 complete: 1,500 messages over two seconds, whether or not
+        // anything published in second 2.
+        assert_eq!(rate(&stats, 2000), 750.0);
+        stats.publish(at(2000), 2, 0);
+        assert_eq!(rate(&stats, 2000), 750.0);
+        assert_eq!(stats.handle().snapshot(at(2000)).messages_received, 1500);
     }
 
     #[test]
@@ -363,8 +414,7 @@ mod tests {
             }
             stats.publish(base + Duration::from_secs(sec), 2, 0);
         }
-        stats.publish(base + Duration::from_secs(3), 2, 0);
-        let s = stats.handle().snapshot();
+        let s = stats.handle().snapshot(base + Duration::from_secs(3));
         assert_eq!((s.messages_per_sec, s.bytes_per_sec), (10.0, 500.0));
     }
 
@@ -382,7 +432,7 @@ mod tests {
             stats.set_last_receive(now);
             stats.publish(now, 2, 4096);
         }
-        let s = stats.handle().snapshot();
+        let s = stats.handle().snapshot(base + Duration::from_millis(50));
         assert_eq!((s.messages_received, s.bytes_received), (50, 500));
         assert_eq!(s.last_receive, Some(base + Duration::from_millis(50)));
         assert_eq!(
@@ -395,9 +445,10 @@ mod tests {
         // the counter's method can have asked for the cold fields to be stored.
         let mut at = 60;
         let mut publish_at = |stats: &mut Stats| {
-            stats.publish(base + Duration::from_millis(at), 2, 4096);
+            let now = base + Duration::from_millis(at);
+            stats.publish(now, 2, 4096);
             at += 1;
-            stats.handle().snapshot()
+            stats.handle().snapshot(now)
         };
         stats.reconnect();
         let s = publish_at(&mut stats);
@@ -410,17 +461,19 @@ mod tests {
         stats.set_subscriptions(4);
         assert_eq!(publish_at(&mut stats).subscriptions, 4);
         stats.publish(base + Duration::from_millis(70), 4, 0);
-        let s = stats.handle().snapshot();
+        let s = stats.handle().snapshot(base + Duration::from_millis(70));
         assert_eq!((s.state, s.read_buffer_bytes), (4, 0));
     }
 
     proptest::proptest! {
         /// The rates equal a model that keeps every second's count for good: messages and
         /// bytes published in the complete seconds of the window over its length, whatever
-        /// the gaps between publishes (seconds without any, long runs that wrap the ring).
+        /// the gaps between publishes (seconds without any, long runs that wrap the ring),
+        /// asked at a publish or any time after it.
         #[test]
         fn rates_match_a_model_that_keeps_every_second(
-            steps in proptest::collection::vec((0u64..2_500, 0u64..5, 1u64..300), 1..200)
+            steps in proptest::collection::vec((0u64..2_500, 0u64..5, 1u64..300), 1..200),
+            read_later in 0u64..9_000,
         ) {
             let base = Instant::now();
             let mut stats = Stats::new(base);
@@ -436,14 +489,18 @@ mod tests {
                 e.0 += msgs;
                 e.1 += msgs * size;
                 stats.publish(base + Duration::from_millis(ms), 2, 0);
-                let from = second.saturating_sub(RATE_WINDOW_SECS);
-                let (m, b) = per_second
-                    .range(from..second)
-                    .fold((0, 0), |acc, (_, c)| (acc.0 + c.0, acc.1 + c.1));
-                let secs = RATE_WINDOW_SECS.min(second).max(1) as f64;
-                let snap = stats.handle().snapshot();
-                proptest::prop_assert_eq!(snap.messages_per_sec, m as f64 / secs);
-                proptest::prop_assert_eq!(snap.bytes_per_sec, b as f64 / secs);
+                // Asked at the publish, and later with nothing published since.
+                for later in [ms, ms + read_later] {
+                    let second = later / 1000;
+                    let from = second.saturating_sub(RATE_WINDOW_SECS);
+                    let (m, b) = per_second
+                        .range(from..second)
+                        .fold((0, 0), |acc, (_, c)| (acc.0 + c.0, acc.1 + c.1));
+                    let secs = RATE_WINDOW_SECS.min(second).max(1) as f64;
+                    let snap = stats.handle().snapshot(base + Duration::from_millis(later));
+                    proptest::prop_assert_eq!(snap.messages_per_sec, m as f64 / secs);
+                    proptest::prop_assert_eq!(snap.bytes_per_sec, b as f64 / secs);
+                }
             }
         }
     }
