@@ -45,17 +45,28 @@ impl CallsItsOwnLoop {
     }
 }
 
+impl CallsItsOwnLoop {
+    /// The stream's id. A spawned loop can connect a loopback stream, and call this with its
+    /// first data, before the thread that called `connect` has run again to set it (seen on
+    /// a loaded machine); then the handler waits a moment for it.
+    fn id(&self) -> StreamId {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(id) = self.id.get() {
+                return *id;
+            }
+            assert!(std::time::Instant::now() < deadline, "the id was never set");
+            std::thread::yield_now();
+        }
+    }
+}
+
 impl Handler for CallsItsOwnLoop {
     fn on_event(&mut self, event: StreamEvent) {
         let mut outcome = self.outcome.lock().unwrap();
         match event {
             StreamEvent::Data { .. } => {
-                // Events come from `connect` on (an embedded loop's `Connecting`); the id
-                // is set before the connection is made, so before any data.
-                let id = *self
-                    .id
-                    .get()
-                    .expect("connect returned before the first data");
+                let id = self.id();
                 outcome.data += 1;
                 if outcome.data == 1 {
                     let h = &self.handle;
@@ -78,7 +89,7 @@ impl Handler for CallsItsOwnLoop {
                 }
             }
             StreamEvent::Subscribed { streams, .. } if streams.iter().any(|s| s == STOP_SIGNAL) => {
-                self.handle.stop(*self.id.get().unwrap());
+                self.handle.stop(self.id());
             }
             e @ (StreamEvent::Closed { .. } | StreamEvent::Crashed(_)) => outcome.end = Some(e),
             _ => {}
