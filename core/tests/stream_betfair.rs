@@ -193,3 +193,36 @@ fn stop_ends_a_line_session_at_once() {
 fn greeting_must_arrive_within_the_connect_timeout() {
     common::harness::assert_connect_times_out(config());
 }
+
+#[test]
+/// A subscription set while the authentication is still unanswered waits for its answer,
+/// and goes out once: Betfair would answer a second one with a second full image. (The
+/// adapters' Betfair scenario saw `[marketSubscription, marketSubscription, …]` now and
+/// then on a loaded machine.)
+fn a_subscription_set_before_the_login_is_answered_goes_out_once_after_it() {
+    let mut h = Harness::new(config());
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"002-1"}"#);
+    assert_eq!(h.state(), StreamState::Open);
+    assert_eq!(h.sent_lines().len(), 1, "the authentication");
+    h.s.subscribe_markets(markets(), h.now).unwrap();
+    h.pump();
+    assert_eq!(h.sent_lines(), Vec::<String>::new(), "not before the login");
+    h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS","connectionClosed":false}"#);
+    let sent = h.sent_lines();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].starts_with(r#"{"op":"marketSubscription","id":2,"#));
+    // Once logged in, a new subscription goes out at once.
+    h.s.subscribe_orders(
+        BetfairSubscription {
+            filter_json: "{}".into(),
+            ..markets()
+        },
+        h.now,
+    )
+    .unwrap();
+    h.pump();
+    let sent = h.sent_lines();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].starts_with(r#"{"op":"orderSubscription","id":3,"#));
+}

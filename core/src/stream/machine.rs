@@ -163,6 +163,9 @@ pub struct Stream {
     url_streams: BTreeSet<String>,
     /// Betfair market and order subscriptions, indexed by [`Feed`].
     betfair_subs: [Option<BetfairSubscription>; 2],
+    /// The current Betfair connection's login was answered with success: subscriptions set
+    /// before it wait for it (its answer sends them).
+    logged_in: bool,
     /// Their stream positions, indexed by [`Feed`].
     clocks: [Clocks; 2],
     /// Shapes of recent data heads, so the fast path's head walk skips what they share.
@@ -226,6 +229,7 @@ impl Stream {
             streams: url_streams.clone(),
             url_streams,
             betfair_subs: [None, None],
+            logged_in: false,
             clocks: [Clocks::default(), Clocks::default()],
             head_shapes: HeadShapes::default(),
             outbox: VecDeque::new(),

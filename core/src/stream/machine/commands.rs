@@ -254,7 +254,7 @@ impl Stream {
         self.clocks[feed as usize] = Clocks::default();
         self.betfair_subs[feed as usize] = Some(sub);
         self.stats.set_subscriptions(self.betfair_subscriptions());
-        if matches!(self.state, StreamState::Open) {
+        if matches!(self.state, StreamState::Open) && self.logged_in {
             self.arm_first_data(now);
             self.send_betfair_subscription(feed, now)?;
         }

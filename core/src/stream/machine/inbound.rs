@@ -134,6 +134,7 @@ impl Stream {
         }
         let event = match (kind, is_error) {
             (RequestKind::Authentication, false) => {
+                self.logged_in = true;
                 self.events.push_back(StreamEvent::Authenticated);
                 let before = self.stats.messages_sent();
                 let _ = self.send_betfair_subscription(Feed::Markets, now);
