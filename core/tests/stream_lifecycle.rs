@@ -580,7 +580,64 @@ fn control_messages_are_paced_at_four_per_second_leaving_room_for_a_pong() {
     h.advance(Duration::from_millis(999));
     assert_eq!(h.sent_texts().len(), 0);
     h.advance(Duration::from_millis(1));
-    assert_eq!(h.sent_texts().len(), 3);
+    // The three that waited went out together, as one request.
+    assert_eq!(
+        h.sent_texts(),
+        [r#"{"method":"SUBSCRIBE","params":["s4@trade","s5@trade","s6@trade"],"id":5}"#]
+    );
+}
+
+#[test]
+/// A loop subscribing one stream per call: the calls that find the pacing budget spent join
+/// the SUBSCRIBE waiting for it, up to 200 streams a request — all out in one second, not
+/// four streams a second; an UNSUBSCRIBE between them keeps its place.
+fn streams_subscribed_one_by_one_go_out_together_when_pacing_holds_them() {
+    let mut h = open(binance());
+    let names: Vec<String> = (0..300).map(|i| format!("s{i}@trade")).collect();
+    for name in &names[..4] {
+        h.s.subscribe(&[name], h.now).unwrap();
+    }
+    h.pump();
+    assert_eq!(
+        h.sent_texts().len(),
+        4,
+        "the budget's four, one stream each"
+    );
+    for name in &names[4..250] {
+        h.s.subscribe(&[name], h.now).unwrap();
+    }
+    h.s.unsubscribe(&["s0@trade"], h.now).unwrap();
+    h.s.unsubscribe(&["s1@trade"], h.now).unwrap();
+    for name in &names[250..] {
+        h.s.subscribe(&[name], h.now).unwrap();
+    }
+    h.pump();
+    assert_eq!(h.sent_texts().len(), 0);
+    h.advance(Duration::from_secs(1));
+    let request = |method: &str, range: std::ops::Range<usize>, id: u64| {
+        let params: Vec<String> = names[range].iter().map(|n| format!("\"{n}\"")).collect();
+        format!(
+            r#"{{"method":"{method}","params":[{}],"id":{id}}}"#,
+            params.join(",")
+        )
+    };
+    assert_eq!(
+        h.sent_texts(),
+        [
+            request("SUBSCRIBE", 4..204, 5),
+            request("SUBSCRIBE", 204..250, 6),
+            request("UNSUBSCRIBE", 0..2, 7),
+            request("SUBSCRIBE", 250..300, 8),
+        ]
+    );
+    // Each answer reports the streams it was for.
+    h.feed_text(r#"{"result":null,"id":6}"#);
+    let answered = h.take_events().into_iter().find_map(|e| match e {
+        StreamEvent::Subscribed { streams, .. } => Some(streams),
+        _ => None,
+    });
+    assert_eq!(answered, Some(names[204..250].to_vec()));
+    assert_eq!(h.s.subscriptions().count(), 298);
 }
 
 #[test]

@@ -193,8 +193,20 @@ impl Stream {
         }
     }
 
-    /// Queues a control message subject to pacing, or sends it now.
+    /// Queues a control message subject to pacing, or sends it now. A SUBSCRIBE (or
+    /// UNSUBSCRIBE) that would queue behind one of its kind still waiting for the pacing
+    /// budget joins it instead, up to a request's worth of streams: an application that
+    /// subscribes streams one call at a time (a loop over its symbols) has them all out in
+    /// a second, not at four streams a second (100 streams took 24 s). As for streams given
+    /// in one call, an answer — a refusal too — then covers every stream of the request.
     pub(super) fn queue_control(&mut self, kind: RequestKind, template: Template, now: Instant) {
+        let kind = match self.outbox.back_mut() {
+            Some(waiting) => match join_waiting(waiting, kind) {
+                Ok(()) => return,
+                Err(kind) => kind,
+            },
+            None => kind,
+        };
         self.outbox.push_back(Outgoing { kind, template });
         self.flush_outbox(now);
     }
@@ -284,4 +296,26 @@ impl Stream {
         }
         Ok(())
     }
+}
+
+/// Adds the streams of `kind` to the `waiting` request of the same method, if the two fit in
+/// one request; else hands `kind` back.
+fn join_waiting(waiting: &mut Outgoing, kind: RequestKind) -> Result<(), RequestKind> {
+    let fits = |streams: &Vec<String>, more: &Vec<String>| {
+        streams.len() + more.len() <= STREAMS_PER_REQUEST
+    };
+    let (method, streams, more) = match (&mut waiting.kind, kind) {
+        (RequestKind::Subscribe(streams), RequestKind::Subscribe(more)) if fits(streams, &more) => {
+            ("SUBSCRIBE", streams, more)
+        }
+        (RequestKind::Unsubscribe(streams), RequestKind::Unsubscribe(more))
+            if fits(streams, &more) =>
+        {
+            ("UNSUBSCRIBE", streams, more)
+        }
+        (_, kind) => return Err(kind),
+    };
+    streams.extend(more);
+    waiting.template = profile::binance_method(method, streams);
+    Ok(())
 }
