@@ -109,6 +109,52 @@ fn binance_server_shutdown_notices() {
 }
 
 #[test]
+fn binance_ws_api_server_shutdown_notices_are_wrapped_events() {
+    let r = RouteRules::binance_ws_api();
+    let shutdown = Class::Data {
+        heartbeat: false,
+        shutdown: true,
+        extracted: [None, None, None],
+    };
+    // The form Binance documents, and with whitespace and the time first.
+    assert_eq!(
+        class(r#"{"event":{"e":"serverShutdown","E":1770123456789}}"#, &r),
+        shutdown
+    );
+    assert_eq!(
+        class(
+            r#"{ "event" : { "E" : 1770123456789 , "e" : "serverShutdown" } }"#,
+            &r
+        ),
+        shutdown
+    );
+    // User data events share the envelope; a value elsewhere, a deeper one, or a notice
+    // cut off by the end of the head is not the notice.
+    assert_eq!(
+        class(
+            r#"{"subscriptionId":0,"event":{"e":"outboundAccountPosition","E":1}}"#,
+            &r
+        ),
+        DATA
+    );
+    assert_eq!(class(r#"{"event":{"x":{"e":"serverShutdown"}}}"#, &r), DATA);
+    assert_eq!(class(r#"{"other":{"e":"serverShutdown"}}"#, &r), DATA);
+    let cut = format!(
+        r#"{{"pad":"{}","event":{{"e":"serverShutdown"}}}}"#,
+        "x".repeat(220)
+    );
+    assert_eq!(class(&cut, &r), DATA);
+    // A response is still a response.
+    assert_eq!(
+        without_id(&class(
+            r#"{"id":"a","status":200,"result":{"e":"serverShutdown"}}"#,
+            &r
+        )),
+        response(None, false)
+    );
+}
+
+#[test]
 fn the_first_key_decides_for_data_first_keys() {
     let r = RouteRules::binance_stream();
     // `stream` / `e` first: data, whatever follows (responses never start with them).

@@ -509,6 +509,36 @@ fn error_response_is_only_reported_when_not_fatal() {
 }
 
 #[test]
+/// The WebSocket API wraps its notice as an event: it, too, ends the connection on our terms
+/// (a Close now, a new connection at once) instead of being handed on as data until the
+/// server drops the connection.
+fn ws_api_server_shutdown_event_leads_to_a_planned_reconnect() {
+    let mut h = open_ws_api();
+    h.take_events();
+    h.take_commands();
+    h.feed_text(r#"{"event":{"e":"serverShutdown","E":1770123456789}}"#);
+    assert_eq!(
+        h.sent_frames(),
+        vec![(0x8, 1000u16.to_be_bytes().to_vec())],
+        "Close sent"
+    );
+    assert_eq!(h.state(), StreamState::Closing);
+    h.feed(&server_frame(true, 8, &1000u16.to_be_bytes()));
+    let evs = h.take_events();
+    assert!(
+        evs.iter().any(|e| matches!(
+            e,
+            StreamEvent::Reconnecting {
+                reason: EndReason::ServerShutdown,
+                planned: true,
+                ..
+            }
+        )),
+        "{evs:?}"
+    );
+}
+
+#[test]
 fn server_shutdown_notice_leads_to_a_planned_reconnect() {
     let mut h = subscribed_stream();
     h.take_events();

@@ -137,6 +137,7 @@ enum Test {
     Present,
     Equals,
     NotEquals,
+    InnerEquals,
 }
 
 #[derive(Debug, Clone)]
@@ -145,6 +146,8 @@ struct Cond {
     test: Test,
     /// The token's bytes in `token_bytes` (empty for `Present`).
     token: Range<usize>,
+    /// For `InnerEquals`, the inner key's bytes in `token_bytes` (else empty).
+    inner: Range<usize>,
 }
 
 /// Values of the keys seen, by key index, kept on the stack for up to this many keys.
@@ -176,17 +179,25 @@ impl Compiled {
             let first = c.conds.len();
             for cond in list {
                 let key = c.index(cond.key());
-                let (test, token) = match cond {
-                    Condition::HasKey(_) => (Test::Present, ""),
-                    Condition::Equals { token, .. } => (Test::Equals, token.as_str()),
-                    Condition::NotEquals { token, .. } => (Test::NotEquals, token.as_str()),
+                let (test, token, inner) = match cond {
+                    Condition::HasKey(_) => (Test::Present, "", ""),
+                    Condition::Equals { token, .. } => (Test::Equals, token.as_str(), ""),
+                    Condition::NotEquals { token, .. } => (Test::NotEquals, token.as_str(), ""),
+                    Condition::InnerEquals { inner, token, .. } => {
+                        (Test::InnerEquals, token.as_str(), inner.as_str())
+                    }
                 };
-                let at = c.token_bytes.len();
-                c.token_bytes.extend_from_slice(token.as_bytes());
+                let mut add = |bytes: &str| {
+                    let at = c.token_bytes.len();
+                    c.token_bytes.extend_from_slice(bytes.as_bytes());
+                    at..c.token_bytes.len()
+                };
+                let (token, inner) = (add(token), add(inner));
                 c.conds.push(Cond {
                     key,
                     test,
-                    token: at..c.token_bytes.len(),
+                    token,
+                    inner,
                 });
             }
             c.lists[slot] = first..c.conds.len();
@@ -343,7 +354,11 @@ impl Classifier {
         {
             needles.push(match c {
                 // The value is rarer than the key (`"serverShutdown"` versus `"e"`).
-                Condition::Equals { token, .. } if token.len() >= 3 => token.clone(),
+                Condition::Equals { token, .. } | Condition::InnerEquals { token, .. }
+                    if token.len() >= 3 =>
+                {
+                    token.clone()
+                }
                 other => quoted(other.key()),
             });
         }
@@ -372,7 +387,7 @@ impl Classifier {
                         let token = match cond.test {
                             Test::Present => None,
                             Test::Equals => Some(cond.token.clone()),
-                            Test::NotEquals => {
+                            Test::NotEquals | Test::InnerEquals => {
                                 needs_scan = true;
                                 None
                             }
@@ -662,7 +677,29 @@ fn holds(c: &Compiled, head: &[u8], values: &[Option<Value>], cond: &Cond) -> bo
         Test::NotEquals => value
             .and_then(|v| v.raw(head))
             .is_some_and(|raw| raw != c.token(cond)),
+        Test::InnerEquals => match value {
+            Some(&Value::Composite(at)) => {
+                let inner = &c.token_bytes[cond.inner.clone()];
+                inner_value_is(&head[at..], inner, c.token(cond))
+            }
+            _ => false,
+        },
     }
+}
+
+/// Whether the object `object` opens (complete within it) has `key`, the first time it
+/// appears, with exactly the JSON token `token`.
+#[cold]
+fn inner_value_is(object: &[u8], key: &[u8], token: &[u8]) -> bool {
+    let mut holds = false;
+    for_each_pair(object, false, |k, value| {
+        if object[k] != *key {
+            return true;
+        }
+        holds = value.raw(object) == Some(token);
+        false
+    });
+    holds
 }
 
 /// The structural scan of a head that may hold a rule's key.
@@ -762,6 +799,6 @@ fn response_id(payload: &Bytes, value: &Value) -> Option<ResponseId> {
                 ResponseId::Int,
             ))
         }
-        Value::Composite | Value::Truncated => None,
+        Value::Composite(_) | Value::Truncated => None,
     }
 }

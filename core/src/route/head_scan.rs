@@ -14,8 +14,9 @@ pub(crate) enum Value {
     Str(Range<usize>),
     /// A number, `true`, `false` or `null`: the raw token.
     Token(Range<usize>),
-    /// An object or array, complete or cut off by the end of the head.
-    Composite,
+    /// An object or array, complete or cut off by the end of the head: the offset of its
+    /// opening bracket.
+    Composite(usize),
     /// The value is cut off by the end of the head.
     Truncated,
 }
@@ -26,7 +27,7 @@ impl Value {
         match self {
             Self::Str(r) => head.get(r.start - 1..r.end + 1),
             Self::Token(r) => head.get(r.clone()),
-            Self::Composite | Self::Truncated => None,
+            Self::Composite(_) | Self::Truncated => None,
         }
     }
 }
@@ -148,7 +149,7 @@ pub(crate) fn for_each_pair(
         pos = skip_ws_from(head, pos + 1);
         let value = match head.get(pos) {
             Some(b'{' | b'[') if stop_at_composite => {
-                f(key, Value::Composite);
+                f(key, Value::Composite(pos));
                 return;
             }
             Some(b'"') => string_at(head, pos).map(|(content, after)| {
@@ -156,8 +157,9 @@ pub(crate) fn for_each_pair(
                 Value::Str(content)
             }),
             Some(b'{' | b'[') => composite_end(head, pos).map(|after| {
+                let at = pos;
                 pos = after;
-                Value::Composite
+                Value::Composite(at)
             }),
             Some(_) => {
                 let start = pos;
@@ -226,7 +228,7 @@ pub(crate) fn for_each_compact_pair(
                 (Value::Str(start..end), end + 1)
             }
             Some(b'{' | b'[') if stop_at_composite => {
-                f(key, Value::Composite);
+                f(key, Value::Composite(at));
                 return true;
             }
             Some(&b) if !ENDS_TOKEN[usize::from(b)] && !matches!(b, b'{' | b'[' | b':') => {
@@ -439,8 +441,9 @@ impl<'a> TopLevelPairs<'a> {
         match self.peek() {
             Some(b'"') => self.string().map_or(Value::Truncated, Value::Str),
             Some(b'{' | b'[') => {
+                let at = self.pos;
                 if self.composite() {
-                    Value::Composite
+                    Value::Composite(at)
                 } else {
                     Value::Truncated
                 }
@@ -497,8 +500,9 @@ impl Iterator for TopLevelPairs<'_> {
         self.pos += 1;
         self.skip_ws();
         if self.stop_at_composite && matches!(self.peek(), Some(b'{' | b'[')) {
+            let at = self.pos;
             self.pos = usize::MAX;
-            return Some((key, Value::Composite));
+            return Some((key, Value::Composite(at)));
         }
         let value = self.value();
         if matches!(value, Value::Truncated) {
@@ -524,7 +528,7 @@ mod tests {
             .map(|(k, v)| {
                 let key = String::from_utf8_lossy(&head[k]).into_owned();
                 let val = match v {
-                    Value::Composite => "<composite>".to_owned(),
+                    Value::Composite(_) => "<composite>".to_owned(),
                     Value::Truncated => "<truncated>".to_owned(),
                     v => String::from_utf8_lossy(v.raw(head).unwrap()).into_owned(),
                 };
@@ -603,7 +607,8 @@ mod tests {
             .map(|(k, v)| (String::from_utf8_lossy(&head[k]).into_owned(), v))
             .collect();
         assert_eq!(got.len(), 3, "{got:?}");
-        assert_eq!(got[2], ("mc".to_owned(), Value::Composite));
+        assert_eq!(got[2], ("mc".to_owned(), Value::Composite(28)));
+        assert_eq!(head[28], b'[');
     }
 
     #[test]

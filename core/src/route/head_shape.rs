@@ -357,12 +357,8 @@ impl Shape {
             let (varying, value_start, value_end) = match value {
                 Value::Str(r) => (Varying::Str, r.start, r.end + 1),
                 Value::Token(r) => (Varying::Token, r.start, r.end),
-                Value::Composite if stop_at_composite => {
-                    // The bracket: past the key's closing quote, whitespace, `:`, whitespace.
-                    let at = skip_ws_from(head, skip_ws_from(head, key.end + 1) + 1);
-                    (Varying::Composite, at, at)
-                }
-                Value::Composite | Value::Truncated => {
+                Value::Composite(at) if stop_at_composite => (Varying::Composite, at, at),
+                Value::Composite(_) | Value::Truncated => {
                     literal_from = None;
                     return false;
                 }

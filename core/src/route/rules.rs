@@ -21,6 +21,17 @@ pub enum Condition {
         /// Raw JSON token, strings with their quotes.
         token: String,
     },
+    /// The key's value is an object, complete within the head, whose own key `inner` has
+    /// exactly this JSON token: the Binance WebSocket API's notices are wrapped,
+    /// `{"event":{"e":"serverShutdown","E":…}}`.
+    InnerEquals {
+        /// Top-level key.
+        key: String,
+        /// A key of the object that is its value.
+        inner: String,
+        /// Raw JSON token, strings with their quotes.
+        token: String,
+    },
 }
 
 impl Condition {
@@ -45,9 +56,21 @@ impl Condition {
         }
     }
 
+    /// `InnerEquals` with a JSON string value.
+    pub fn inner_equals_str(key: &str, inner: &str, value: &str) -> Self {
+        Self::InnerEquals {
+            key: key.to_owned(),
+            inner: inner.to_owned(),
+            token: format!("\"{value}\""),
+        }
+    }
+
     pub(crate) fn key(&self) -> &str {
         match self {
-            Self::HasKey(k) | Self::Equals { key: k, .. } | Self::NotEquals { key: k, .. } => k,
+            Self::HasKey(k)
+            | Self::Equals { key: k, .. }
+            | Self::NotEquals { key: k, .. }
+            | Self::InnerEquals { key: k, .. } => k,
         }
     }
 }
@@ -118,7 +141,8 @@ impl RouteRules {
     }
 
     /// Binance WebSocket API: `{"id":"<uuid>","status":200,"result":…}` and
-    /// `{"id":"…","status":400,"error":{…}}`.
+    /// `{"id":"…","status":400,"error":{…}}`; the shutdown notice is an event,
+    /// `{"event":{"e":"serverShutdown",…}}`.
     pub fn binance_ws_api() -> Self {
         Self {
             scan_len: 256,
@@ -132,7 +156,10 @@ impl RouteRules {
                 Condition::not_equals("status", "200"),
             ],
             heartbeat: Vec::new(),
-            shutdown: vec![Condition::equals_str("e", "serverShutdown")],
+            shutdown: vec![
+                Condition::inner_equals_str("event", "e", "serverShutdown"),
+                Condition::equals_str("e", "serverShutdown"),
+            ],
             id_key: "id".to_owned(),
             extract_keys: Vec::new(),
             data_first_keys: Vec::new(),
