@@ -671,6 +671,29 @@ fn streams_subscribed_one_by_one_go_out_together_when_pacing_holds_them() {
 }
 
 #[test]
+fn a_stream_named_twice_in_one_call_is_sent_and_counted_once() {
+    let mut h = open(binance());
+    h.s.subscribe(&["a@trade", "b@trade", "a@trade"], h.now)
+        .unwrap();
+    h.s.unsubscribe(&["b@trade", "b@trade"], h.now).unwrap();
+    h.pump();
+    assert_eq!(
+        h.sent_texts(),
+        [
+            r#"{"method":"SUBSCRIBE","params":["a@trade","b@trade"],"id":1}"#,
+            r#"{"method":"UNSUBSCRIBE","params":["b@trade"],"id":2}"#,
+        ]
+    );
+    assert_eq!(h.s.subscriptions().collect::<Vec<_>>(), ["a@trade"]);
+    // Against a limit, a repeated name is one stream.
+    let mut config = binance();
+    config.max_streams = 2;
+    let mut h = open(config);
+    h.s.subscribe(&["a@trade", "a@trade", "b@trade"], h.now)
+        .unwrap();
+}
+
+#[test]
 fn subscription_limits_and_unknown_unsubscribe_are_typed_errors() {
     let mut h = open(binance());
     let many: Vec<String> = (0..1024).map(|i| format!("s{i}@trade")).collect();

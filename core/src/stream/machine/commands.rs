@@ -71,11 +71,13 @@ impl Stream {
         if let Some(bad) = streams.iter().find(|s| !profile::is_plain_json_string(s)) {
             return Err(StreamError::InvalidStreamName((*bad).to_owned()));
         }
-        let new: Vec<String> = streams
-            .iter()
-            .filter(|s| !self.streams.contains(**s))
-            .map(|s| (*s).to_owned())
-            .collect();
+        let mut new: Vec<String> = Vec::new();
+        for s in streams {
+            // A name given twice in one call is one stream (and once in the request).
+            if !self.streams.contains(*s) && !new.iter().any(|n| n == s) {
+                new.push((*s).to_owned());
+            }
+        }
         if self.streams.len() + new.len() > self.config.max_streams {
             return Err(StreamError::TooManyStreams {
                 max: self.config.max_streams,
@@ -104,10 +106,12 @@ impl Stream {
         if let Some(missing) = streams.iter().find(|s| !self.streams.contains(**s)) {
             return Err(StreamError::NotSubscribed((*missing).to_owned()));
         }
-        let gone: Vec<String> = streams.iter().map(|s| (*s).to_owned()).collect();
-        for s in &gone {
-            self.streams.remove(s);
-        }
+        // A name given twice in one call goes once.
+        let gone: Vec<String> = streams
+            .iter()
+            .filter(|s| self.streams.remove(**s))
+            .map(|s| (*s).to_owned())
+            .collect();
         self.stats.set_subscriptions(self.streams.len());
         if matches!(self.state, StreamState::Open) {
             for chunk in gone.chunks(STREAMS_PER_REQUEST) {
