@@ -284,18 +284,18 @@ impl Stats {
     pub(crate) fn publish(&mut self, now: Instant, state: u8, read_buffer_bytes: u64) {
         let since_base = now.saturating_duration_since(self.shared.base);
         let second = since_base.as_secs();
+        if second != self.second {
+            self.start_second(second);
+        }
         if state != self.cold.state || read_buffer_bytes != self.cold.read_buffer_bytes {
             self.cold.state = state;
             self.cold.read_buffer_bytes = read_buffer_bytes;
             self.cold_changed = true;
         }
-        let seq = self.shared.seq.load(Ordering::Relaxed);
-        self.shared.seq.store(seq + 1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        if second != self.second {
-            self.start_second(second);
-        }
         let s = &self.shared;
+        let seq = s.seq.load(Ordering::Relaxed);
+        s.seq.store(seq + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
         self.published = (self.messages_received, self.bytes_received);
         s.fields[MESSAGES_RECEIVED].store(self.messages_received, Ordering::Relaxed);
         s.fields[BYTES_RECEIVED].store(self.bytes_received, Ordering::Relaxed);
@@ -328,17 +328,22 @@ impl Stats {
         s.seq.store(seq + 2, Ordering::Release);
     }
 
-    /// The first publish in `second` (a publish in progress): records, in the ring's next
-    /// entry, what was published before it.
+    /// The first publish in `second`: records, in the ring's next entry, what was published
+    /// before it — a write of its own to the seqlock (once a second), which keeps the
+    /// publish that follows as short as one without it.
     #[cold]
     fn start_second(&mut self, second: u64) {
         self.second = second;
         self.newest = (self.newest + 1) % RING;
         let at = BOUNDARIES + 3 * self.newest;
-        let fields = &self.shared.fields;
-        fields[at].store(second, Ordering::Relaxed);
-        fields[at + 1].store(self.published.0, Ordering::Relaxed);
-        fields[at + 2].store(self.published.1, Ordering::Relaxed);
+        let s = &self.shared;
+        let seq = s.seq.load(Ordering::Relaxed);
+        s.seq.store(seq + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        s.fields[at].store(second, Ordering::Relaxed);
+        s.fields[at + 1].store(self.published.0, Ordering::Relaxed);
+        s.fields[at + 2].store(self.published.1, Ordering::Relaxed);
+        s.seq.store(seq + 2, Ordering::Release);
     }
 }
 
