@@ -677,20 +677,24 @@ fn holds(c: &Compiled, head: &[u8], values: &[Option<Value>], cond: &Cond) -> bo
         Test::NotEquals => value
             .and_then(|v| v.raw(head))
             .is_some_and(|raw| raw != c.token(cond)),
-        Test::InnerEquals => match value {
-            Some(&Value::Composite(at)) => {
-                let inner = &c.token_bytes[cond.inner.clone()];
-                inner_value_is(&head[at..], inner, c.token(cond))
-            }
-            _ => false,
-        },
+        Test::InnerEquals => inner_holds(c, head, value, cond),
     }
 }
 
-/// Whether the object `object` opens (complete within it) has `key`, the first time it
-/// appears, with exactly the JSON token `token`.
+/// [`holds`] for `InnerEquals`: whether `value` is an object (complete within `head`) whose
+/// inner key has the token, the first time it appears. Out of line: rules without it (every
+/// preset's data path) carry none of it.
 #[cold]
-fn inner_value_is(object: &[u8], key: &[u8], token: &[u8]) -> bool {
+#[inline(never)]
+fn inner_holds(c: &Compiled, head: &[u8], value: Option<&Value>, cond: &Cond) -> bool {
+    let Some(&Value::Composite(at)) = value else {
+        return false;
+    };
+    let (object, key, token) = (
+        &head[at..],
+        &c.token_bytes[cond.inner.clone()],
+        c.token(cond),
+    );
     let mut holds = false;
     for_each_pair(object, false, |k, value| {
         if object[k] != *key {
