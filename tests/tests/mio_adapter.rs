@@ -82,3 +82,66 @@ fn a_handler_calling_its_own_loop_is_refused_not_hung() {
     assert_refused_then_stopped(&outcome.lock().unwrap());
     handle.shutdown();
 }
+
+/// mio only: a shutdown stops every stream on the way out — a stream stopped just before
+/// it, and one it finds open, each put a Close (1000) on the wire. The stop used to be
+/// dropped with the stream: the server saw the connection end without a Close.
+#[test]
+fn shutdown_puts_each_streams_close_on_the_wire() {
+    use std::io::Read;
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    use feedwire_core::{StreamConfig, StreamEvent};
+    use feedwire_mio::{Delivery, LoopHandle, MioOptions};
+
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("ws://{}/ws", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        let socks: Vec<_> = (0..2)
+            .map(|_| {
+                let (mut sock, _) = listener.accept().unwrap();
+                feedwire_tests::scenarios::accept_upgrade(&mut sock);
+                sock.set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                sock
+            })
+            .collect();
+        socks
+            .into_iter()
+            .map(|mut sock| {
+                let mut got = Vec::new();
+                let mut buf = [0u8; 256];
+                while let Ok(n @ 1..) = sock.read(&mut buf) {
+                    got.extend_from_slice(&buf[..n]);
+                }
+                got
+            })
+            .collect::<Vec<_>>()
+    });
+    let feed = LoopHandle::spawn(MioOptions::default()).unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let (tx, rx) = std::sync::mpsc::sync_channel(64);
+        let config = StreamConfig::binance_stream(&url);
+        let (id, _) = feed.connect(config, Delivery::Channel(tx)).unwrap();
+        while !matches!(
+            rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+            StreamEvent::Opened { .. }
+        ) {}
+        ids.push(id);
+    }
+    feed.stop(ids[0]);
+    feed.shutdown();
+    for got in server.join().unwrap() {
+        // A masked Close frame: FIN + opcode 8, mask bit and length 2, key, code 1000.
+        assert_eq!(got.len(), 8, "{got:x?}");
+        assert_eq!(&got[..2], [0x88, 0x82]);
+        let code: Vec<u8> = got[6..]
+            .iter()
+            .zip(&got[2..6])
+            .map(|(b, k)| b ^ k)
+            .collect();
+        assert_eq!(code, 1000u16.to_be_bytes());
+    }
+}

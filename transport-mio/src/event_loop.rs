@@ -423,9 +423,28 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                     self.resolved(id, result.clone());
                 }
             }
-            Command::Shutdown => return false,
+            Command::Shutdown => {
+                self.stop_all(now);
+                return false;
+            }
         }
         true
+    }
+
+    /// At shutdown: every stream is stopped, and what that has it send — a WebSocket Close
+    /// — is written if its socket takes it now, with its queued events handed on; then the
+    /// loop ends without waiting for the peers' answers. A `stop` sent just before the
+    /// shutdown used to be dropped with the stream: the server saw the connection end
+    /// without a Close.
+    fn stop_all(&mut self, now: Instant) {
+        for (index, generation) in self.streams.ids() {
+            if let Some(e) = self.streams.get_mut(index, generation) {
+                e.stream.stop(now);
+                let id = StreamId { index, generation };
+                pump(e, &mut self.resolver, id, self.poll.registry());
+                deliver(e);
+            }
+        }
     }
 
     fn with<T>(&mut self, id: StreamId, f: impl FnOnce(&mut Entry<H>) -> T) -> Option<T> {

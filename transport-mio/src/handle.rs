@@ -324,8 +324,11 @@ impl<H> LoopHandle<H> {
         self.call(|r| Command::Request(id, method, params, r))
     }
 
-    /// Stops the loop (streams are dropped) and waits for its thread — unless called on
-    /// that thread (from a handler), which the loop leaves once the handler returns.
+    /// Stops the loop and waits for its thread — unless called on that thread (from a
+    /// handler), which the loop leaves once the handler returns. Every stream is stopped on
+    /// the way out: its Close frame is written if the socket takes it at once (the peers'
+    /// answers are not waited for) and its queued events are handed on; then the streams
+    /// are dropped. Commands sent before the shutdown are taken first.
     pub fn shutdown(mut self) {
         let _ = self.send(Command::Shutdown);
         if self.loop_id.is_current() {
