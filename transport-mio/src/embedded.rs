@@ -30,7 +30,9 @@ pub const fn user_token_number(token: Token) -> Option<u32> {
 
 /// A loop owned and turned by the application's thread. Streams are added and controlled
 /// directly (no channel round trip); other threads can still use [`MioLoop::handle`]. `H`
-/// is the type of its lending streams' handlers (see [`MioLoop::lending_to`]).
+/// is the type of its lending streams' handlers (see [`MioLoop::lending_to`]). Dropped, it
+/// drops its streams as they are; to end them with a Close first, shut it down through a
+/// handle ([`LoopHandle::shutdown`]) and turn it until [`turn`](Self::turn) says false.
 pub struct MioLoop<H = AnyDataHandler> {
     inner: EventLoop<H>,
     handle: LoopHandle<H>,
