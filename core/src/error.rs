@@ -285,6 +285,9 @@ pub enum StreamError {
     /// A stream or method name that cannot go into a JSON string as is.
     #[error("invalid stream or method name {0:?}")]
     InvalidStreamName(String),
+    /// A line to send contains the line delimiter: it would go out as several lines.
+    #[error("a line to send contains the line delimiter")]
+    DelimiterInLine,
     /// The request could not be registered for its response.
     #[error(transparent)]
     Correlation(#[from] CorrelationError),

@@ -226,3 +226,38 @@ fn a_subscription_set_before_the_login_is_answered_goes_out_once_after_it() {
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert!(sent[0].starts_with(r#"{"op":"orderSubscription","id":3,"#));
 }
+
+#[test]
+/// A filter pretty-printed across lines (read from a file, say) is sent on one line: as it
+/// was, it split the request into lines Betfair cannot parse, and set before the login it
+/// failed without a word. A line the application sends with a line break in it is refused
+/// as that, not as a stream that is not open.
+fn line_breaks_in_a_subscriptions_json_go_out_as_spaces() {
+    let mut h = Harness::new(config());
+    h.s.subscribe_markets(
+        BetfairSubscription {
+            filter_json: "{\r\n  \"marketIds\": [\"1.2345\"]\r\n}".into(),
+            data_filter_json: Some("{\n\"fields\":[\"EX_BEST_OFFERS\"]\n}".into()),
+            heartbeat_ms: None,
+            conflate_ms: None,
+        },
+        h.now,
+    )
+    .unwrap();
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"002-1"}"#);
+    assert_eq!(h.sent_lines().len(), 1, "the authentication");
+    h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS","connectionClosed":false}"#);
+    assert_eq!(
+        h.sent_lines(),
+        [concat!(
+            r#"{"op":"marketSubscription","id":2,"marketFilter":{    "marketIds": ["1.2345"]  },"#,
+            r#""marketDataFilter":{ "fields":["EX_BEST_OFFERS"] }}"#
+        )]
+    );
+    assert_eq!(
+        h.s.send_text("{\"op\":\"heartbeat\"}\r\n{}"),
+        Err(feedwire_core::StreamError::DelimiterInLine)
+    );
+    assert_eq!(h.sent_lines(), Vec::<String>::new());
+}

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::event::EndReason;
 use crate::config::WsConfig;
-use crate::error::{close_code, ConfigError};
+use crate::error::{close_code, ConfigError, LineError, StreamError};
 use crate::lines::{Delimiter, LineClient, LineEvent};
 use crate::offer::Take;
 use crate::rng::Seed;
@@ -95,11 +95,15 @@ impl Connection {
     }
 
     /// Sends one text message or line; false if the engine is no longer open for sending.
-    pub(crate) fn send_text(&mut self, text: &str) -> bool {
-        match self {
+    pub(crate) fn send_text(&mut self, text: &str) -> Result<(), StreamError> {
+        let sent = match self {
             Self::Ws(c) => c.send_text(text).is_ok(),
-            Self::Lines(c) => c.send_line(text.as_bytes()).is_ok(),
-        }
+            Self::Lines(c) => match c.send_line(text.as_bytes()) {
+                Err(LineError::DelimiterInLine) => return Err(StreamError::DelimiterInLine),
+                sent => sent.is_ok(),
+            },
+        };
+        sent.then_some(()).ok_or(StreamError::NotOpen)
     }
 
     /// Sends a binary WebSocket message; `None` for line streams (no binary there), else

@@ -110,7 +110,8 @@ pub(crate) fn betfair_heartbeat() -> Template {
     }
 }
 
-/// A Betfair market or order subscription.
+/// A Betfair market or order subscription. Its JSON may be pretty-printed: line breaks go
+/// out as spaces (the stream is one JSON object per line; JSON allows none inside strings).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BetfairSubscription {
     /// The filter object as JSON: `marketFilter` (markets) or `orderFilter` (orders).
@@ -121,6 +122,24 @@ pub struct BetfairSubscription {
     pub heartbeat_ms: Option<u64>,
     /// `conflateMs`.
     pub conflate_ms: Option<u64>,
+}
+
+impl BetfairSubscription {
+    /// The same subscription with the line breaks of its JSON made spaces: sent as they were,
+    /// they split the request into lines Betfair cannot parse, and a subscription set before
+    /// the login (or resent after a reconnect) failed without a word.
+    pub(crate) fn on_one_line(mut self) -> Self {
+        let one_line = |json: &mut String| {
+            if json.contains(['\r', '\n']) {
+                *json = json.replace(['\r', '\n'], " ");
+            }
+        };
+        one_line(&mut self.filter_json);
+        if let Some(json) = self.data_filter_json.as_mut() {
+            one_line(json);
+        }
+        self
+    }
 }
 
 /// Betfair `marketSubscription` / `orderSubscription`, resuming from `clocks` if known.

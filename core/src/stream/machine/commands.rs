@@ -176,9 +176,7 @@ impl Stream {
     pub fn send_text(&mut self, text: &str) -> Result<(), StreamError> {
         self.check_open()?;
         let conn = self.conn.as_mut().ok_or(StreamError::NotOpen)?;
-        if !conn.send_text(text) {
-            return Err(StreamError::NotOpen);
-        }
+        conn.send_text(text)?;
         self.stats.sent(text.len());
         Ok(())
     }
@@ -252,9 +250,9 @@ impl Stream {
             .register(kind, now)
             .map_err(StreamError::Correlation)?;
         let text = template.render(&id);
-        if !conn.send_text(&text) {
+        if let Err(e) = conn.send_text(&text) {
             self.router.cancel(handle);
-            return Err(StreamError::NotOpen);
+            return Err(e);
         }
         self.stats.sent(text.len());
         Ok(id)
@@ -268,7 +266,7 @@ impl Stream {
     ) -> Result<(), StreamError> {
         self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
         self.clocks[feed as usize] = Clocks::default();
-        self.betfair_subs[feed as usize] = Some(sub);
+        self.betfair_subs[feed as usize] = Some(sub.on_one_line());
         self.stats.set_subscriptions(self.betfair_subscriptions());
         if matches!(self.state, StreamState::Open) && self.logged_in {
             self.arm_first_data(now);
