@@ -140,8 +140,11 @@ impl Stream {
                 self.logged_in = true;
                 self.events.push_back(StreamEvent::Authenticated);
                 let before = self.stats.messages_sent();
-                let _ = self.send_betfair_subscription(Feed::Markets, now);
-                let _ = self.send_betfair_subscription(Feed::Orders, now);
+                for feed in [Feed::Markets, Feed::Orders] {
+                    if let Err(error) = self.send_betfair_subscription(feed, now) {
+                        tracing::warn!(host = %self.endpoint.host, %error, ?feed, "subscription not sent");
+                    }
+                }
                 let count = (self.stats.messages_sent() - before) as usize;
                 if self.session_is_reconnect && count > 0 {
                     self.events.push_back(StreamEvent::Resubscribed { count });
