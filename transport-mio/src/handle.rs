@@ -20,8 +20,9 @@ use crate::loop_thread::LoopId;
 /// Loop settings.
 #[derive(Debug, Clone)]
 pub struct MioOptions {
-    /// TLS configuration for `wss://` and `tls://` (default: Mozilla roots). Verification is
-    /// always on.
+    /// TLS configuration for `wss://` and `tls://` (default:
+    /// [`default_tls_config`](feedwire_core::default_tls_config), Mozilla roots, one for the
+    /// process: reconnects resume TLS sessions). Verification is always on.
     pub tls: Option<Arc<ClientConfig>>,
     /// Most bytes read from one connection per wake-up, so one busy stream cannot starve the
     /// others (default 1 MiB).

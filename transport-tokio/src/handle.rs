@@ -16,8 +16,11 @@ use tokio::sync::{mpsc, oneshot};
 /// Adapter settings.
 #[derive(Debug, Clone)]
 pub struct TokioOptions {
-    /// TLS configuration for `wss://` and `tls://` (default: Mozilla roots via webpki-roots).
-    /// Verification is always on; pass a config with your own roots for private CAs.
+    /// TLS configuration for `wss://` and `tls://` (default:
+    /// [`default_tls_config`](feedwire_core::default_tls_config), Mozilla roots via
+    /// webpki-roots, one configuration for the process, so that reconnects and other streams
+    /// resume TLS sessions). Verification is always on; pass a config with your own roots for
+    /// private CAs (shared by the streams you give it to, with the same benefit).
     pub tls: Option<Arc<ClientConfig>>,
     /// Events per batch handed to the application (default 4096). When a batch is full and
     /// the previous one has not been taken, the adapter stops reading the socket until there

@@ -94,7 +94,8 @@ impl Connection {
         }
     }
 
-    /// Sends one text message or line; false if the engine is no longer open for sending.
+    /// Sends one text message or line: `NotOpen` if the engine no longer sends,
+    /// `DelimiterInLine` for a line that would go out as several.
     pub(crate) fn send_text(&mut self, text: &str) -> Result<(), StreamError> {
         let sent = match self {
             Self::Ws(c) => c.send_text(text).is_ok(),

@@ -142,7 +142,8 @@ impl Stream {
                 let before = self.stats.messages_sent();
                 for feed in [Feed::Markets, Feed::Orders] {
                     if let Err(error) = self.send_betfair_subscription(feed, now) {
-                        tracing::warn!(host = %self.endpoint.host, %error, ?feed, "subscription not sent");
+                        let host = &self.endpoint.host;
+                        tracing::warn!(%host, %error, ?feed, "subscription not sent");
                     }
                 }
                 let count = (self.stats.messages_sent() - before) as usize;
