@@ -123,7 +123,8 @@ pub struct StreamConfig {
     /// Most subscription control messages sent in any one second (a sliding window).
     /// `None`: no pacing. Binance closes a connection that sends it more than 5 messages a
     /// second, Pings and Pongs included, and bans an IP that keeps doing so: its preset
-    /// sends 4, leaving a slot for the Pong a server Ping asks for.
+    /// sends 4, leaving a slot for the Pong a server Ping asks for. A SUBSCRIBE (UNSUBSCRIBE)
+    /// held back joins the one held before it, up to 200 streams a request.
     pub control_rate: Option<u32>,
     /// Most streams on one connection (Binance: 1024).
     pub max_streams: usize,

@@ -273,7 +273,9 @@ pub enum StreamEvent {
     },
     /// The server confirmed these subscriptions.
     Subscribed {
-        /// Streams (Binance) or the subscription op (Betfair).
+        /// Streams (Binance) or the subscription op (Betfair): those of one request, which
+        /// may carry several calls' streams (calls that waited for the pacing budget share
+        /// one; see [`StreamConfig::control_rate`](crate::StreamConfig::control_rate)).
         streams: Vec<String>,
         /// The request id.
         id: RequestId,
