@@ -234,6 +234,14 @@ impl Gen {
                 47_000 + self.below(10)
             ));
         }
+        if i == 0 {
+            // The subscription's first message: its image, with the position to resume from.
+            return format!(
+                "{{\"op\":\"mcm\",\"id\":2,\"initialClk\":\"G1FwiqK2G4Qb\",\"clk\":\"AAAA{i:06}\",\"conflateMs\":0,\"heartbeatMs\":5000,\"pt\":{},\"ct\":\"SUB_IMAGE\",\"mc\":[{{\"id\":\"1.{}\",\"rc\":[{rc}],\"img\":true}}]}}",
+                T0 + i as u64,
+                200_000_000 + self.below(50)
+            );
+        }
         format!(
             "{{\"op\":\"mcm\",\"id\":2,\"clk\":\"AAAA{i:06}\",\"pt\":{},\"mc\":[{{\"id\":\"1.{}\",\"rc\":[{rc}]}}]}}",
             T0 + i as u64,
