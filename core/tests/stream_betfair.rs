@@ -261,3 +261,58 @@ fn line_breaks_in_a_subscriptions_json_go_out_as_spaces() {
     );
     assert_eq!(h.sent_lines(), Vec::<String>::new());
 }
+
+#[test]
+/// A subscription replaced by another: messages still arriving for the old one carry its
+/// positions, which must not become the new one's — a reconnect before the new image came
+/// would resume the new filter from the old stream's position (no image for it).
+fn a_replaced_subscription_resumes_only_from_its_own_positions() {
+    let mut h = subscribed();
+    h.feed_line(
+        r#"{"op":"mcm","id":2,"initialClk":"G1Fw","clk":"AAA","ct":"SUB_IMAGE","pt":1,"mc":[]}"#,
+    );
+    h.s.subscribe_markets(
+        BetfairSubscription {
+            filter_json: r#"{"marketIds":["1.999"]}"#.into(),
+            data_filter_json: None,
+            heartbeat_ms: None,
+            conflate_ms: None,
+        },
+        h.now,
+    )
+    .unwrap();
+    h.pump();
+    assert_eq!(h.sent_lines().len(), 1, "the new subscription");
+    // The old subscription's delta, still on its way when the new one was sent.
+    h.feed_line(r#"{"op":"mcm","id":2,"clk":"OLD","pt":2,"mc":[]}"#);
+    let resubscription = |h: &mut Harness, auth_id: u64| {
+        h.s.handle_eof(h.now);
+        h.pump();
+        let delay = h.take_events().into_iter().find_map(|e| match e {
+            StreamEvent::Reconnecting { delay, .. } => Some(delay),
+            _ => None,
+        });
+        h.advance(delay.expect("a reconnect"));
+        h.take_commands();
+        h.connect();
+        h.feed_line(r#"{"op":"connection","connectionId":"002-2"}"#);
+        h.feed_line(&format!(
+            r#"{{"op":"status","id":{auth_id},"statusCode":"SUCCESS"}}"#
+        ));
+        h.sent_lines().pop().unwrap()
+    };
+    assert_eq!(
+        resubscription(&mut h, 4),
+        r#"{"op":"marketSubscription","id":5,"marketFilter":{"marketIds":["1.999"]}}"#,
+        "no position yet: a full image"
+    );
+    // Its own image and deltas, then a reconnect: resumed from them.
+    h.feed_line(
+        r#"{"op":"mcm","id":5,"initialClk":"N1","clk":"NEW1","ct":"SUB_IMAGE","pt":3,"mc":[]}"#,
+    );
+    h.feed_line(r#"{"op":"mcm","id":5,"clk":"NEW2","pt":4,"mc":[]}"#);
+    assert_eq!(
+        resubscription(&mut h, 6),
+        r#"{"op":"marketSubscription","id":7,"marketFilter":{"marketIds":["1.999"]},"initialClk":"N1","clk":"NEW2"}"#
+    );
+}

@@ -11,21 +11,43 @@ use std::ops::Range;
 const INLINE: usize = 32;
 
 /// The stream position of one Betfair subscription. Empty means unknown.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct Clocks {
     initial_clk: Token,
     clk: Token,
+    /// No message of this subscription has come yet. Its first (the image) carries an
+    /// `initialClk`; until then, messages still arriving for the subscription it replaced
+    /// carry that one's positions, which must not become this one's: a reconnect would
+    /// resume the new filter from the old stream's position.
+    before_first: bool,
+}
+
+impl Default for Clocks {
+    fn default() -> Self {
+        Self {
+            initial_clk: Token::default(),
+            clk: Token::default(),
+            before_first: true,
+        }
+    }
 }
 
 impl Clocks {
     /// Records the tokens a message carried, each as `source[range]` (raw JSON string
-    /// content, escapes as sent); `None` leaves a token as it was.
+    /// content, escapes as sent); `None` leaves a token as it was. Before the
+    /// subscription's first message (one with an `initialClk`) nothing is recorded.
     #[inline]
     pub(crate) fn update(
         &mut self,
         initial_clk: Option<(&[u8], Range<usize>)>,
         clk: Option<(&[u8], Range<usize>)>,
     ) {
+        if self.before_first {
+            if initial_clk.is_none() {
+                return;
+            }
+            self.before_first = false;
+        }
         if let Some((source, range)) = initial_clk {
             self.initial_clk.set(source, range);
         }
