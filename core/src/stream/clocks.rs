@@ -11,57 +11,53 @@ use std::ops::Range;
 const INLINE: usize = 32;
 
 /// The stream position of one Betfair subscription. Empty means unknown.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Clocks {
     initial_clk: Token,
     clk: Token,
-    /// No message of this subscription has come yet. Its first (the image) carries an
-    /// `initialClk`; until then, messages still arriving for the subscription it replaced
-    /// carry that one's positions, which must not become this one's: a reconnect would
-    /// resume the new filter from the old stream's position.
-    before_first: bool,
-}
-
-impl Default for Clocks {
-    fn default() -> Self {
-        Self {
-            initial_clk: Token::default(),
-            clk: Token::default(),
-            before_first: true,
-        }
-    }
+    /// A message of this subscription has come: its first (the image) carries an
+    /// `initialClk`. Until then the tokens read back empty: messages still arriving for the
+    /// subscription it replaced carry that one's positions, and a reconnect must not resume
+    /// the new filter from them. Set where an `initialClk` is recorded, so the per-message
+    /// path has no check of its own (one cost 35 instructions a message: `update` was no
+    /// longer inlined).
+    own: bool,
 }
 
 impl Clocks {
     /// Records the tokens a message carried, each as `source[range]` (raw JSON string
-    /// content, escapes as sent); `None` leaves a token as it was. Before the
-    /// subscription's first message (one with an `initialClk`) nothing is recorded.
+    /// content, escapes as sent); `None` leaves a token as it was.
     #[inline]
     pub(crate) fn update(
         &mut self,
         initial_clk: Option<(&[u8], Range<usize>)>,
         clk: Option<(&[u8], Range<usize>)>,
     ) {
-        if self.before_first {
-            if initial_clk.is_none() {
-                return;
-            }
-            self.before_first = false;
-        }
         if let Some((source, range)) = initial_clk {
             self.initial_clk.set(source, range);
+            self.own = true;
         }
         if let Some((source, range)) = clk {
             self.clk.set(source, range);
         }
     }
 
+    /// The `initialClk` to resume from; empty before the subscription's first message.
     pub(crate) fn initial_clk(&self) -> &[u8] {
-        self.initial_clk.as_bytes()
+        if self.own {
+            self.initial_clk.as_bytes()
+        } else {
+            &[]
+        }
     }
 
+    /// The `clk` to resume from; empty before the subscription's first message.
     pub(crate) fn clk(&self) -> &[u8] {
-        self.clk.as_bytes()
+        if self.own {
+            self.clk.as_bytes()
+        } else {
+            &[]
+        }
     }
 }
 
