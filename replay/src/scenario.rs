@@ -66,6 +66,13 @@ impl Scenario {
         }
     }
 
+    /// Whether its first payload opens each connection and is not served again: a Betfair
+    /// subscription's image comes once, then the deltas cycle (an image every cycle had
+    /// clients relearn their head shapes: 12 instructions a message more).
+    pub fn opens_once(self) -> bool {
+        self == Self::BetfairMcm
+    }
+
     /// Whether it is served as CRLF lines (Betfair) rather than WebSocket frames.
     pub fn is_lines(self) -> bool {
         self == Self::BetfairMcm

@@ -124,6 +124,18 @@ struct Shared {
 }
 
 impl Shared {
+    /// Which payload a connection's message `sent` (from 0) is: they cycle, skipping the
+    /// first after it opened the connection when the scenario [opens with
+    /// it](Scenario::opens_once).
+    fn index(&self, sent: usize) -> usize {
+        let n = self.payloads.len();
+        if self.config.scenario.opens_once() && sent > 0 && n > 1 {
+            1 + (sent - 1) % (n - 1)
+        } else {
+            sent % n
+        }
+    }
+
     /// Appends `payload` as a frame or a line; returns where in `out` the payload starts.
     fn encode(&self, payload: &[u8], out: &mut Vec<u8>) -> usize {
         if self.config.scenario.is_lines() {
@@ -248,9 +260,15 @@ impl ReplayServer {
         self.shared.total
     }
 
-    /// The distinct payloads, in the order served (message `i` is `payloads[i % len]`).
+    /// The distinct payloads (message `i` is [`payload(i)`](Self::payload)).
     pub fn payloads(&self) -> &[Bytes] {
         &self.shared.payloads
+    }
+
+    /// The payload of a connection's message `i` (from 0): the payloads in turn, the first
+    /// once only when the scenario [opens with it](Scenario::opens_once).
+    pub fn payload(&self, i: usize) -> &Bytes {
+        &self.shared.payloads[self.shared.index(i)]
     }
 
     /// Connections accepted so far.
@@ -494,7 +512,7 @@ impl Writer {
     async fn fault_due<W: AsyncWrite + Unpin>(&mut self, wr: &mut W) -> io::Result<Next> {
         match self.shared.config.fault {
             Some(Fault::CloseMidFrame { after }) if self.sent == after => {
-                let i = self.sent % self.shared.payloads.len();
+                let i = self.shared.index(self.sent);
                 let frame =
                     &self.shared.encoded[self.shared.offsets[i]..self.shared.offsets[i + 1]];
                 wr.write_all(&frame[..frame.len() / 2]).await?;
@@ -531,7 +549,7 @@ impl Writer {
         }
         let limit = self.limit(self.shared.total);
         let n = self.shared.payloads.len();
-        let first = self.sent % n;
+        let first = self.shared.index(self.sent);
         let mut last = first;
         let mut count = 0;
         // Consecutive payloads are contiguous in `encoded` until the cycle wraps.
@@ -576,7 +594,7 @@ impl Writer {
         let mut stamps = Vec::new();
         let mut stamped = Vec::new();
         while self.sent < limit {
-            let p = &self.shared.payloads[self.sent % self.shared.payloads.len()];
+            let p = &self.shared.payloads[self.shared.index(self.sent)];
             let at = stamp_offset(p);
             stamped.clear();
             stamped.extend_from_slice(&p[..at]);

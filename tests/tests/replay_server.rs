@@ -53,11 +53,8 @@ fn every_websocket_scenario_arrives_exactly() {
         let mut client = BlockingClient::connect(&srv.url(), WsConfig::default(), TIMEOUT).unwrap();
         let (msgs, end) = drain(&mut client);
         assert_eq!(msgs.len(), count, "{}", scenario.name());
-        let payloads = srv.payloads();
         assert!(
-            msgs.iter()
-                .enumerate()
-                .all(|(i, m)| *m == payloads[i % payloads.len()]),
+            msgs.iter().enumerate().all(|(i, m)| m == srv.payload(i)),
             "{}",
             scenario.name()
         );
@@ -179,11 +176,7 @@ fn websocket_over_tls_with_the_startup_ca() {
     assert!(srv.url().starts_with("wss://127.0.0.1:"));
     let msgs = tls_websocket_messages(&srv, usize::MAX, Duration::ZERO);
     assert_eq!(msgs.len(), 3_000);
-    let payloads = srv.payloads();
-    assert!(msgs
-        .iter()
-        .enumerate()
-        .all(|(i, m)| *m == payloads[i % payloads.len()]));
+    assert!(msgs.iter().enumerate().all(|(i, m)| m == srv.payload(i)));
 }
 
 /// A reader that falls behind fills the socket, so the server's last TLS records can be left
@@ -359,23 +352,35 @@ fn betfair_stream(srv: &ReplayServer) -> Stream {
 
 #[test]
 fn betfair_lines_plain_and_tls_with_auth_and_subscription() {
+    // Past the end of the payloads' cycle (2,048): the image opens the connection only.
+    const COUNT: usize = 2_100;
     for tls in [false, true] {
         let srv = ReplayServer::start(ReplayConfig {
-            count: Some(2_000),
+            count: Some(COUNT),
             tls,
             ..ReplayConfig::new(Scenario::BetfairMcm)
         })
         .unwrap();
-        let mut data = 0;
+        let mut lines = Vec::new();
         let events = run_stream(&srv, betfair_stream(&srv), |e, s| {
-            if matches!(e, StreamEvent::Data { .. }) {
-                data += 1;
-                if data == 2_000 {
+            if let StreamEvent::Data { payload, .. } = e {
+                lines.push(payload.clone());
+                if lines.len() == COUNT {
                     s.stop(Instant::now());
                 }
             }
             false
         });
+        let data = lines.len();
+        assert!(lines.iter().enumerate().all(|(i, l)| l == srv.payload(i)));
+        let images: Vec<usize> = (0..data)
+            .filter(|&i| {
+                std::str::from_utf8(&lines[i])
+                    .unwrap()
+                    .contains("SUB_IMAGE")
+            })
+            .collect();
+        assert_eq!(images, [0], "one image, first");
         assert!(
             events.contains(&StreamEvent::Authenticated),
             "tls={tls}: {events:?}"
@@ -392,8 +397,8 @@ fn betfair_lines_plain_and_tls_with_auth_and_subscription() {
                 )
             })
             .count();
-        assert_eq!(data, 2_000, "tls={tls}");
-        assert_eq!(heartbeats, 40, "every 50th mcm is a heartbeat");
+        assert_eq!(data, COUNT, "tls={tls}");
+        assert_eq!(heartbeats, 41, "every 50th payload is a heartbeat");
         assert!(
             matches!(
                 events.last(),
