@@ -115,6 +115,10 @@ mod tests {
         };
         let mut clocks = Clocks::default();
         assert_eq!((clocks.initial_clk(), clocks.clk()), (&b""[..], &b""[..]));
+        // A position without the subscription's first message (an `initialClk`) is not its
+        // own yet: it reads back empty.
+        clocks.update(None, Some((bytes, at("AAAA"))));
+        assert_eq!(clocks.clk(), b"");
         // Inline with a whole block behind it, inline near the end, spilled, and back.
         clocks.update(Some((bytes, 2..6)), Some((bytes, at("AAAA"))));
         assert_eq!(
