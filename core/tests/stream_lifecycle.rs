@@ -569,18 +569,31 @@ fn server_shutdown_notice_leads_to_a_planned_reconnect() {
 }
 
 #[test]
+/// A connection's lifetime is the preset's 23 h 50 min less a random part of up to 10 min,
+/// so that connections opened together do not all reconnect together; two seeds, two times.
 fn lifetime_limit_leads_to_a_planned_reconnect() {
-    let mut h = subscribed_stream();
-    h.take_events();
-    // Keep the stream busy so only the lifetime timer can end it.
-    for _ in 0..(24 * 180) {
-        h.advance(Duration::from_secs(20));
-        h.feed_text(r#"{"e":"x"}"#);
-        if h.state() != StreamState::Open {
-            break;
+    let lifetime = |seed: u8| {
+        let mut h = Harness::with_seed(binance(), [seed; 32]);
+        h.open_ws();
+        let opened = h.now;
+        // Keep the stream busy so only the lifetime timer can end it.
+        while h.state() == StreamState::Open {
+            h.advance(Duration::from_secs(1));
+            h.feed_text(r#"{"e":"x"}"#);
         }
+        assert_eq!(h.state(), StreamState::Closing);
+        (h.now - opened, h)
+    };
+    let (a, _) = lifetime(1);
+    let (b, mut h) = lifetime(2);
+    let (min, max) = (
+        Duration::from_secs(23 * 3600 + 40 * 60),
+        Duration::from_secs(23 * 3600 + 50 * 60),
+    );
+    for t in [a, b] {
+        assert!(min <= t && t <= max, "{t:?}");
     }
-    assert_eq!(h.state(), StreamState::Closing);
+    assert_ne!(a, b, "spread by the stream's random source");
     h.feed(&server_frame(true, 8, &1000u16.to_be_bytes()));
     let evs = h.take_events();
     assert!(evs.iter().any(|e| matches!(

@@ -23,8 +23,10 @@ pub struct Timeouts {
     pub keepalive: Option<Duration>,
     /// Wait this long for the peer's Close after ours. Default 5 s.
     pub close: Duration,
-    /// Reconnect (planned) once a connection is this old; Binance ends connections after
-    /// 24 h. Default off; 23 h 50 min in the Binance presets.
+    /// Reconnect (planned) once a connection is this old, less a random part of up to
+    /// 1/144 of it, so that connections opened together do not all reconnect at once;
+    /// Binance ends connections after 24 h. Default off; 23 h 50 min in the Binance
+    /// presets (each connection then lasts 23 h 40 min to 23 h 50 min).
     pub max_lifetime: Option<Duration>,
 }
 

@@ -17,8 +17,13 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(config: StreamConfig) -> Self {
+        Self::with_seed(config, [11; 32])
+    }
+
+    /// A harness whose stream draws from `seed`.
+    pub fn with_seed(config: StreamConfig, seed: [u8; 32]) -> Self {
         let now = Instant::now();
-        let s = Stream::new(config, [11; 32], now).expect("valid config");
+        let s = Stream::new(config, seed, now).expect("valid config");
         let mut h = Self {
             s,
             now,

@@ -44,6 +44,7 @@ impl Stream {
             self.timers.set(Timer::Keepalive, after(now, k));
         }
         if let Some(l) = t.max_lifetime {
+            let l = self.lifetime_spread(l);
             self.timers.set(Timer::Lifetime, after(now, l));
         }
         let reconnected = self.ever_opened;
@@ -92,6 +93,16 @@ impl Stream {
             }
             Profile::BinanceWsApi => {}
         }
+    }
+
+    /// This connection's lifetime: `max` less a random part of up to 1/144 of it (the 10
+    /// minutes Binance's preset leaves of its 24 hours). Connections opened together — a
+    /// program's streams at start-up, or after an outage — would otherwise all reconnect at
+    /// the same instant every day, and a burst of hundreds of connects trips Binance's limit
+    /// of 300 per 5 minutes per IP (429 and a `Retry-After` those streams then wait out).
+    fn lifetime_spread(&mut self, max: Duration) -> Duration {
+        let random = f64::from(u32::from_ne_bytes(self.rng.mask_key())) / f64::from(u32::MAX);
+        max - (max / 144).mul_f64(random)
     }
 
     pub(super) fn arm_first_data(&mut self, now: Instant) {
