@@ -690,20 +690,9 @@ fn inner_holds(c: &Compiled, head: &[u8], value: Option<&Value>, cond: &Cond) ->
     let Some(&Value::Composite(at)) = value else {
         return false;
     };
-    let (object, key, token) = (
-        &head[at..],
-        &c.token_bytes[cond.inner.clone()],
-        c.token(cond),
-    );
-    let mut holds = false;
-    for_each_pair(object, false, |k, value| {
-        if object[k] != *key {
-            return true;
-        }
-        holds = value.raw(object) == Some(token);
-        false
-    });
-    holds
+    let object = &head[at..];
+    top_level_value(object, &c.token_bytes[cond.inner.clone()])
+        .is_some_and(|value| value.raw(object) == Some(c.token(cond)))
 }
 
 /// The structural scan of a head that may hold a rule's key.
