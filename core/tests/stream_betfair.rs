@@ -316,3 +316,48 @@ fn a_replaced_subscription_resumes_only_from_its_own_positions() {
         r#"{"op":"marketSubscription","id":7,"marketFilter":{"marketIds":["1.999"]},"initialClk":"N1","clk":"NEW2"}"#
     );
 }
+
+#[test]
+/// Two replacements within a round trip: the first one's image (request 3) arrives after the
+/// second (request 4) went out. It is not the subscription's: a reconnect before request 4's
+/// own image must ask for a full image, not resume the latest filter from request 3's
+/// position (markets only request 4 names would never get one).
+fn an_image_of_a_replaced_request_is_not_the_subscriptions_position() {
+    let mut h = subscribed();
+    h.feed_line(
+        r#"{"op":"mcm","id":2,"initialClk":"G1Fw","clk":"AAA","ct":"SUB_IMAGE","pt":1,"mc":[]}"#,
+    );
+    h.feed_line(r#"{"op":"mcm","id":2,"clk":"AAB","pt":2,"mc":[]}"#);
+    let filter = |market: &str| BetfairSubscription {
+        filter_json: format!(r#"{{"marketIds":["{market}"]}}"#),
+        data_filter_json: None,
+        heartbeat_ms: None,
+        conflate_ms: None,
+    };
+    for market in ["1.3", "1.4"] {
+        h.s.subscribe_markets(filter(market), h.now).unwrap();
+    }
+    h.pump();
+    assert_eq!(h.sent_lines().len(), 2, "requests 3 and 4");
+    h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS","connectionClosed":false}"#);
+    h.feed_line(
+        r#"{"op":"mcm","id":3,"initialClk":"R3","clk":"R3A","ct":"SUB_IMAGE","pt":3,"mc":[]}"#,
+    );
+    h.feed_line(r#"{"op":"mcm","id":3,"clk":"R3B","pt":4,"mc":[]}"#);
+    h.s.handle_eof(h.now);
+    h.pump();
+    let delay = h.take_events().into_iter().find_map(|e| match e {
+        StreamEvent::Reconnecting { delay, .. } => Some(delay),
+        _ => None,
+    });
+    h.advance(delay.expect("a reconnect"));
+    h.take_commands();
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"002-2"}"#);
+    h.feed_line(r#"{"op":"status","id":5,"statusCode":"SUCCESS"}"#);
+    assert_eq!(
+        h.sent_lines().pop().unwrap(),
+        r#"{"op":"marketSubscription","id":6,"marketFilter":{"marketIds":["1.4"]}}"#,
+        "no position of its own yet: a full image"
+    );
+}

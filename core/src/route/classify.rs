@@ -775,23 +775,32 @@ fn top_level_value(payload: &[u8], key: &[u8]) -> Option<Value> {
     found
 }
 
+/// The integer the first top-level `key` of the object `payload` opens holds; `None` if
+/// there is no such key or its value is not a JSON integer in [`canonical_u64`]'s sense.
+pub(crate) fn top_level_int(payload: &[u8], key: &[u8]) -> Option<u64> {
+    match top_level_value(payload, key)? {
+        Value::Token(r) => canonical_u64(payload.get(r)?),
+        _ => None,
+    }
+}
+
+/// `raw` as a JSON integer: digits only, no sign, no leading zero (so `+5` or `05` can never
+/// match request 5), within `u64`.
+fn canonical_u64(raw: &[u8]) -> Option<u64> {
+    let canonical =
+        !raw.is_empty() && raw.iter().all(u8::is_ascii_digit) && (raw.len() == 1 || raw[0] != b'0');
+    canonical
+        .then(|| std::str::from_utf8(raw).ok()?.parse::<u64>().ok())
+        .flatten()
+}
+
 fn response_id(payload: &Bytes, value: &Value) -> Option<ResponseId> {
     match value {
         Value::Str(r) => Some(ResponseId::Str(payload.slice(r.clone()))),
-        Value::Token(r) => {
-            let raw = &payload[r.clone()];
-            // JSON integers only: digits, no sign, no leading zero (so `+5` or `05` can never
-            // match request 5).
-            let canonical =
-                raw.iter().all(u8::is_ascii_digit) && (raw.len() == 1 || raw[0] != b'0');
-            let parsed = canonical
-                .then(|| std::str::from_utf8(raw).ok()?.parse::<u64>().ok())
-                .flatten();
-            Some(parsed.map_or_else(
-                || ResponseId::Other(payload.slice(r.clone())),
-                ResponseId::Int,
-            ))
-        }
+        Value::Token(r) => Some(canonical_u64(&payload[r.clone()]).map_or_else(
+            || ResponseId::Other(payload.slice(r.clone())),
+            ResponseId::Int,
+        )),
         Value::Composite(_) | Value::Truncated => None,
     }
 }

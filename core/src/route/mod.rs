@@ -9,8 +9,8 @@ mod pending;
 mod router;
 mod rules;
 
-pub(crate) use classify::Verdict;
 pub use classify::{classify, Class, Classifier, Extracted, ResponseId};
+pub(crate) use classify::{top_level_int, Verdict};
 pub(crate) use head_shape::HeadShapes;
 pub use pending::{PendingRequests, RequestHandle, RequestId};
 pub use router::{IdStyle, Routed, Router, RouterConfig, TimedOut};

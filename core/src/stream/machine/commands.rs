@@ -294,7 +294,9 @@ impl Stream {
                 ),
             };
             let t = profile::betfair_subscription(op, filter, sub, &self.clocks[feed as usize]);
-            self.send_request(kind, &t, now)?;
+            if let RequestId::Int(id) = self.send_request(kind, &t, now)? {
+                self.clocks[feed as usize].sent(id);
+            }
         }
         Ok(())
     }

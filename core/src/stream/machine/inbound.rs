@@ -68,7 +68,7 @@ impl Stream {
                     self.got_data = true;
                     self.timers.stop(Timer::FirstData);
                 }
-                update_clocks(&mut self.clocks, &extracted);
+                update_clocks(&mut self.clocks, &payload, &extracted);
                 self.events
                     .push_back(StreamEvent::Data { payload, heartbeat });
                 if shutdown {
@@ -243,7 +243,7 @@ fn plain_by_shape(
             if let [Some(op), initial, clk] = extracted {
                 let at = |range: &Option<Range<usize>>| range.clone().map(|r| (payload, r));
                 if let Some(feed) = payload.get(op.clone()).and_then(Feed::of_op) {
-                    clocks[feed as usize].update(at(initial), at(clk));
+                    clocks[feed as usize].update(payload, at(initial), at(clk));
                 }
             }
             Some(*heartbeat)
@@ -252,14 +252,14 @@ fn plain_by_shape(
     }
 }
 
-/// Records the stream positions a Betfair change message carries (`extracted` holds its `op`,
-/// `initialClk` and `clk`); nothing for other messages.
-fn update_clocks(clocks: &mut [Clocks; 2], extracted: &[Option<Bytes>; 3]) {
+/// Records the stream positions a Betfair change `message` carries (`extracted` holds its
+/// `op`, `initialClk` and `clk`); nothing for other messages.
+fn update_clocks(clocks: &mut [Clocks; 2], message: &[u8], extracted: &[Option<Bytes>; 3]) {
     let [Some(op), initial, clk] = extracted else {
         return;
     };
     if let Some(feed) = Feed::of_op(op) {
-        clocks[feed as usize].update(whole(initial), whole(clk));
+        clocks[feed as usize].update(message, whole(initial), whole(clk));
     }
 }
 
