@@ -150,6 +150,10 @@ pub struct Stream {
     /// fast paths (queued or lent data) are open. Cleared by `stop()`, so that every message
     /// after it takes the general path, which drops it.
     got_data: bool,
+    /// A connection ended for want of data since the subscriptions last changed and since
+    /// data last came: the first-data timer is not armed again until one of those happens
+    /// (see [`Timeouts::first_data`](crate::Timeouts::first_data)).
+    first_data_spent: bool,
     /// Why the current connection is being closed on purpose (planned reconnect).
     planned: Option<EndReason>,
     stop_requested: bool,
@@ -223,6 +227,7 @@ impl Stream {
             probing: false,
             last_input: now,
             got_data: false,
+            first_data_spent: false,
             planned: None,
             stop_requested: false,
             partial_at_stop: false,

@@ -88,6 +88,8 @@ impl Stream {
         }
         self.streams.extend(new.iter().cloned());
         self.stats.set_subscriptions(self.streams.len());
+        // New streams deserve their own wait for data.
+        self.first_data_spent = false;
         if matches!(self.state, StreamState::Open) {
             self.arm_first_data(now);
             for chunk in new.chunks(STREAMS_PER_REQUEST) {
@@ -268,6 +270,7 @@ impl Stream {
         self.clocks[feed as usize] = Clocks::default();
         self.betfair_subs[feed as usize] = Some(sub.on_one_line());
         self.stats.set_subscriptions(self.betfair_subscriptions());
+        self.first_data_spent = false;
         if matches!(self.state, StreamState::Open) && self.logged_in {
             self.arm_first_data(now);
             self.send_betfair_subscription(feed, now)?;

@@ -66,6 +66,7 @@ impl Stream {
                 // After a stop the fast paths stay shut (see `got_data`).
                 if !self.got_data && !self.stop_requested {
                     self.got_data = true;
+                    self.first_data_spent = false;
                     self.timers.stop(Timer::FirstData);
                 }
                 update_clocks(&mut self.clocks, &payload, &extracted);

@@ -105,7 +105,12 @@ impl Stream {
         max - (max / 144).mul_f64(random)
     }
 
+    /// Arms the first-data timer for the subscriptions sent now, unless data came already or
+    /// a connection with the same subscriptions already ended for want of it.
     pub(super) fn arm_first_data(&mut self, now: Instant) {
+        if self.first_data_spent {
+            return;
+        }
         if let (Some(fd), false) = (self.config.timeouts.first_data, self.got_data) {
             if self.timers.get(Timer::FirstData).is_none() {
                 self.timers.set(Timer::FirstData, after(now, fd));
@@ -128,6 +133,7 @@ impl Stream {
             }
             Timer::FirstData => {
                 if !self.got_data && matches!(self.state, StreamState::Open) {
+                    self.first_data_spent = true;
                     self.end_connection(EndReason::FirstDataTimeout, now);
                 }
             }
