@@ -288,6 +288,15 @@ pub enum StreamError {
     /// A line to send contains the line delimiter: it would go out as several lines.
     #[error("a line to send contains the line delimiter")]
     DelimiterInLine,
+    /// As many bytes as [`StreamConfig::max_send_queue`](crate::StreamConfig::max_send_queue)
+    /// wait for the transport already: the peer is not reading.
+    #[error("{queued} bytes already wait to be sent (limit {max})")]
+    SendQueueFull {
+        /// Bytes waiting.
+        queued: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The request could not be registered for its response.
     #[error(transparent)]
     Correlation(#[from] CorrelationError),

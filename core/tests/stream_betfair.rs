@@ -361,3 +361,28 @@ fn an_image_of_a_replaced_request_is_not_the_subscriptions_position() {
         "no position of its own yet: a full image"
     );
 }
+
+#[test]
+/// Line streams bound the application's lines waiting for the transport too (the default
+/// limit, 16 MiB, reached with 1 MiB lines).
+fn application_lines_are_refused_while_max_send_queue_bytes_wait() {
+    let mut h = Harness::betfair_authenticated();
+    h.sent_lines();
+    let line = format!(r#"{{"op":"heartbeat","pad":"{}"}}"#, "p".repeat(1 << 20));
+    let mut sent = 0;
+    let refused = loop {
+        match h.s.send_text(&line) {
+            Ok(()) => sent += 1,
+            Err(e) => break e,
+        }
+        assert!(sent < 100, "never refused");
+    };
+    assert!(
+        matches!(refused, feedwire_core::StreamError::SendQueueFull { max, .. } if max == 16 << 20),
+        "{refused:?}"
+    );
+    assert_eq!(sent, 16);
+    h.pump();
+    assert_eq!(h.sent_lines().len(), 16);
+    h.s.send_text(r#"{"op":"heartbeat","id":9}"#).unwrap();
+}

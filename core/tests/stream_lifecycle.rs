@@ -1367,3 +1367,63 @@ fn a_request_pending_when_the_stream_ends_is_lost_before_its_end() {
     h.advance(Duration::from_secs(60));
     assert!(h.take_events().is_empty(), "nothing after the end");
 }
+
+/// A peer that stops reading while it still sends: no timer ends the connection, and the
+/// transport takes the stream's bytes only while its own queue is short. The application's
+/// messages queue up to `max_send_queue`, then are refused (unbounded before: a send loop
+/// grew the client by what it sent); the stream's own messages still go; once the
+/// transport takes the bytes, sending works again.
+#[test]
+fn application_sends_are_refused_while_max_send_queue_bytes_wait() {
+    const MAX: usize = 64 * 1024;
+    let mut config = binance();
+    config.max_send_queue = MAX;
+    let mut h = open(config);
+    h.take_events();
+    let message = "x".repeat(1000);
+    let mut sent = 0;
+    let refused = loop {
+        match h.s.send_text(&message) {
+            Ok(()) => sent += 1,
+            Err(e) => break e,
+        }
+        assert!(sent < 1000, "never refused");
+    };
+    let StreamError::SendQueueFull { queued, max } = refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(max, MAX);
+    assert!((MAX..MAX + 1010).contains(&queued), "{queued}");
+    assert_eq!(
+        sent,
+        MAX.div_ceil(1006),
+        "each 1000-byte text is 1006 bytes framed"
+    );
+    assert!(matches!(
+        h.s.send_binary(b"y"),
+        Err(StreamError::SendQueueFull { .. })
+    ));
+    // The stream's own messages are not refused.
+    h.s.subscribe(&["btcusdt@aggTrade"], h.now).unwrap();
+    h.pump();
+    let texts = h.sent_texts();
+    assert_eq!(texts.len(), sent + 1);
+    assert!(texts[sent].starts_with(r#"{"method":"SUBSCRIBE""#));
+    // Taken by the transport (the harness's pump): room again.
+    h.s.send_text("after").unwrap();
+    h.pump();
+    assert_eq!(h.sent_texts(), ["after"]);
+
+    assert_eq!(
+        Stream::new(
+            StreamConfig {
+                max_send_queue: 0,
+                ..binance()
+            },
+            [0; 32],
+            h.now
+        )
+        .err(),
+        Some(ConfigError::ZeroLimit("max_send_queue"))
+    );
+}

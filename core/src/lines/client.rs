@@ -61,6 +61,11 @@ impl LineClient {
         }
     }
 
+    /// Bytes waiting in [`poll_transmit`](Self::poll_transmit).
+    pub fn queued_bytes(&self) -> usize {
+        self.tx.queued_bytes()
+    }
+
     /// The failure that ended the stream, if it failed.
     pub fn error(&self) -> Option<&LineError> {
         self.ended.as_ref().and_then(Option::as_ref)

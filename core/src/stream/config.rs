@@ -136,6 +136,15 @@ pub struct StreamConfig {
     pub control_rate: Option<u32>,
     /// Most streams on one connection (Binance: 1024).
     pub max_streams: usize,
+    /// Most bytes waiting in the stream for the transport to take (default 16 MiB): an
+    /// application message ([`Stream::send_text`](crate::Stream::send_text),
+    /// [`send_binary`](crate::Stream::send_binary)) sent while this many wait is refused with
+    /// [`StreamError::SendQueueFull`](crate::StreamError::SendQueueFull). A peer that stops
+    /// reading while it still sends (so no timer ends the connection) must not make the
+    /// client queue the application's messages without end. The stream's own messages
+    /// (subscriptions, probes, the Close) are not refused; a transport takes bytes only while
+    /// its own queue is short, so the rest wait here.
+    pub max_send_queue: usize,
     /// An error response to a subscription or authentication crashes the stream with that
     /// response as the reason (default true); otherwise it is only reported.
     pub crash_on_error_response: bool,
@@ -155,6 +164,7 @@ impl StreamConfig {
             reconnect: ReconnectPolicy::default(),
             control_rate: None,
             max_streams: usize::MAX,
+            max_send_queue: 16 * 1024 * 1024,
             crash_on_error_response: true,
         }
     }

@@ -94,6 +94,14 @@ impl Connection {
         }
     }
 
+    /// Bytes waiting for the transport.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        match self {
+            Self::Ws(c) => c.queued_bytes(),
+            Self::Lines(c) => c.queued_bytes(),
+        }
+    }
+
     /// Sends one text message or line: `NotOpen` if the engine no longer sends,
     /// `DelimiterInLine` for a line that would go out as several.
     pub(crate) fn send_text(&mut self, text: &str) -> Result<(), StreamError> {

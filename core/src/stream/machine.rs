@@ -187,6 +187,9 @@ impl Stream {
         endpoint.connect_to.clone_from(&config.connect_to);
         config.ws.validate()?;
         config.router.validate()?;
+        if config.max_send_queue == 0 {
+            return Err(ConfigError::ZeroLimit("max_send_queue"));
+        }
         if let Profile::Betfair(auth) = &config.profile {
             if !profile::is_plain_json_string(&auth.app_key)
                 || !profile::is_plain_json_string(&auth.session)

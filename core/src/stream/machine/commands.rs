@@ -174,19 +174,19 @@ impl Stream {
         self.set_betfair_subscription(Feed::Orders, sub, now)
     }
 
-    /// Sends an application text message (or line) as is.
+    /// Sends an application text message (or line) as is; refused while
+    /// [`max_send_queue`](crate::StreamConfig::max_send_queue) bytes wait.
     pub fn send_text(&mut self, text: &str) -> Result<(), StreamError> {
-        self.check_open()?;
-        let conn = self.conn.as_mut().ok_or(StreamError::NotOpen)?;
+        let conn = self.app_send_room()?;
         conn.send_text(text)?;
         self.stats.sent(text.len());
         Ok(())
     }
 
-    /// Sends an application binary message (WebSocket streams only).
+    /// Sends an application binary message (WebSocket streams only); refused while
+    /// [`max_send_queue`](crate::StreamConfig::max_send_queue) bytes wait.
     pub fn send_binary(&mut self, data: &[u8]) -> Result<(), StreamError> {
-        self.check_open()?;
-        let conn = self.conn.as_mut().ok_or(StreamError::NotOpen)?;
+        let conn = self.app_send_room()?;
         match conn.send_binary(data) {
             None => Err(StreamError::NotSupported),
             Some(false) => Err(StreamError::NotOpen),
@@ -194,6 +194,17 @@ impl Stream {
                 self.stats.sent(data.len());
                 Ok(())
             }
+        }
+    }
+
+    /// The open connection, if an application message may be queued on it now.
+    fn app_send_room(&mut self) -> Result<&mut Connection, StreamError> {
+        self.check_open()?;
+        let max = self.config.max_send_queue;
+        let conn = self.conn.as_mut().ok_or(StreamError::NotOpen)?;
+        match conn.queued_bytes() {
+            queued if queued >= max => Err(StreamError::SendQueueFull { queued, max }),
+            _ => Ok(conn),
         }
     }
 
