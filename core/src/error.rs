@@ -288,6 +288,10 @@ pub enum StreamError {
     /// A line to send contains the line delimiter: it would go out as several lines.
     #[error("a line to send contains the line delimiter")]
     DelimiterInLine,
+    /// Credentials that cannot go into a JSON string as is (empty, quotes, backslashes,
+    /// control characters).
+    #[error("credentials must be non-empty, without quotes, backslashes or control characters")]
+    InvalidCredential,
     /// As many bytes as [`StreamConfig::max_send_queue`](crate::StreamConfig::max_send_queue)
     /// wait for the transport already: the peer is not reading.
     #[error("{queued} bytes already wait to be sent (limit {max})")]

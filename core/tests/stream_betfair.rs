@@ -386,3 +386,60 @@ fn application_lines_are_refused_while_max_send_queue_bytes_wait() {
     assert_eq!(h.sent_lines().len(), 16);
     h.s.send_text(r#"{"op":"heartbeat","id":9}"#).unwrap();
 }
+
+#[test]
+/// A session token renewed by a new login: set on the live stream, the next connection's
+/// login carries it and resumes the subscription from its position; the current connection,
+/// logged in already, is left as it is. Before, the only way was a new stream — the old
+/// one's reconnect failed its login with the old token (fatal) — starting from full images.
+fn renewed_credentials_are_used_from_the_next_login() {
+    let mut h = subscribed();
+    h.feed_line(
+        r#"{"op":"mcm","id":2,"initialClk":"I1","clk":"C1","ct":"SUB_IMAGE","pt":1,"mc":[]}"#,
+    );
+    let renewed = BetfairAuth {
+        app_key: "appkey".into(),
+        session: "renewed".into(),
+    };
+    h.s.set_betfair_auth(renewed.clone()).unwrap();
+    h.pump();
+    assert_eq!(h.sent_lines(), Vec::<String>::new(), "no second login now");
+    let bad = BetfairAuth {
+        session: "a\"b".into(),
+        ..renewed
+    };
+    assert_eq!(
+        h.s.set_betfair_auth(bad),
+        Err(feedwire_core::StreamError::InvalidCredential)
+    );
+    h.s.handle_eof(h.now);
+    h.pump();
+    let delay = h.take_events().into_iter().find_map(|e| match e {
+        StreamEvent::Reconnecting { delay, .. } => Some(delay),
+        _ => None,
+    });
+    h.advance(delay.expect("a reconnect"));
+    h.take_commands();
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"002-2"}"#);
+    assert_eq!(
+        h.sent_lines(),
+        [r#"{"op":"authentication","id":3,"appKey":"appkey","session":"renewed"}"#]
+    );
+    h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
+    let resubscription = h.sent_lines().pop().unwrap();
+    assert!(
+        resubscription.ends_with(r#""initialClk":"I1","clk":"C1"}"#),
+        "{resubscription}"
+    );
+    assert_eq!(h.state(), StreamState::Open);
+
+    let mut binance = Harness::new(StreamConfig::binance_stream("ws://127.0.0.1:1/ws"));
+    assert_eq!(
+        binance.s.set_betfair_auth(BetfairAuth {
+            app_key: "k".into(),
+            session: "s".into()
+        }),
+        Err(feedwire_core::StreamError::NotSupported)
+    );
+}

@@ -3,7 +3,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -121,6 +121,8 @@ struct Shared {
     offsets: Vec<usize>,
     total: usize,
     connections: AtomicU64,
+    /// The only Betfair session token a login is accepted with; `None`: any.
+    betfair_session: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -174,6 +176,7 @@ impl ReplayServer {
             offsets: Vec::new(),
             total,
             connections: AtomicU64::new(0),
+            betfair_session: Mutex::new(None),
         };
         for p in &payloads {
             shared.encode(p, &mut encoded);
@@ -274,6 +277,17 @@ impl ReplayServer {
     /// Connections accepted so far.
     pub fn connections(&self) -> u64 {
         self.shared.connections.load(Ordering::Relaxed)
+    }
+
+    /// From now on a Betfair login is accepted only with `session` (a session token renewed
+    /// by a new login); any other is refused as Betfair refuses an expired one
+    /// (`INVALID_SESSION_INFORMATION`, connection closed). Until called, any is accepted.
+    pub fn require_betfair_session(&self, session: &str) {
+        *self
+            .shared
+            .betfair_session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(session.to_owned());
     }
 }
 
@@ -405,6 +419,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         sent: 0,
         close_sent: false,
         shutdown_noticed: false,
+        close_after_reply: false,
     }
     .run(&mut wr, ctl_rx)
     .await;
@@ -424,6 +439,8 @@ struct Writer {
     sent: usize,
     close_sent: bool,
     shutdown_noticed: bool,
+    /// The reply just queued ends the connection (a refused Betfair login).
+    close_after_reply: bool,
 }
 
 enum Next {
@@ -652,7 +669,25 @@ impl Writer {
         if !out.is_empty() {
             wr.write_all(&out).await?;
         }
+        if self.close_after_reply {
+            wr.flush().await?;
+            let _ = wr.shutdown().await;
+            return Ok(Next::Done);
+        }
         Ok(Next::Continue)
+    }
+
+    /// Whether a Betfair login's session token is one [`ReplayServer::require_betfair_session`]
+    /// accepts.
+    fn session_accepted(&self, login: &str) -> bool {
+        let required = self
+            .shared
+            .betfair_session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        required
+            .as_deref()
+            .is_none_or(|session| wire::json_field(login, "session") == Some(session))
     }
 
     fn binance_reply(&mut self, text: &str) -> Option<String> {
@@ -699,6 +734,12 @@ impl Writer {
         let id = wire::json_field(text, "id")?;
         let ok = format!("{{\"op\":\"status\",\"id\":{id},\"statusCode\":\"SUCCESS\",\"connectionClosed\":false}}");
         Some(match wire::json_field(text, "op") {
+            Some("authentication") if !self.session_accepted(text) => {
+                self.close_after_reply = true;
+                format!(
+                    "{{\"op\":\"status\",\"id\":{id},\"statusCode\":\"FAILURE\",\"errorCode\":\"INVALID_SESSION_INFORMATION\",\"errorMessage\":\"Invalid session information\",\"connectionClosed\":true}}"
+                )
+            }
             Some("authentication" | "heartbeat") => ok,
             Some("marketSubscription" | "orderSubscription") => {
                 self.started = true;

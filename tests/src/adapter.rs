@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use feedwire_core::rustls::RootCertStore;
-use feedwire_core::{BetfairSubscription, StatsSnapshot, StreamConfig, StreamEvent};
+use feedwire_core::{BetfairAuth, BetfairSubscription, StatsSnapshot, StreamConfig, StreamEvent};
 
 /// Starts streams.
 pub trait Adapter {
@@ -36,6 +36,8 @@ pub trait Session {
     fn subscribe_markets(&mut self, sub: BetfairSubscription) -> Result<(), String>;
     /// Sets the Betfair order subscription.
     fn subscribe_orders(&mut self, sub: BetfairSubscription) -> Result<(), String>;
+    /// Replaces the Betfair credentials for the logins to come.
+    fn set_betfair_auth(&mut self, auth: BetfairAuth) -> Result<(), String>;
     /// Sends a text message or line.
     fn send_text(&mut self, text: &str) -> Result<(), String>;
     /// Sends a binary message.
@@ -198,6 +200,12 @@ impl Session for TokioSession {
             .map_err(|e| e.to_string())
     }
 
+    fn set_betfair_auth(&mut self, auth: BetfairAuth) -> Result<(), String> {
+        self.rt
+            .block_on(self.handle.set_betfair_auth(auth))
+            .map_err(|e| e.to_string())
+    }
+
     fn send_text(&mut self, text: &str) -> Result<(), String> {
         self.rt
             .block_on(self.handle.send_text(text))
@@ -340,6 +348,12 @@ impl<H: feedwire_mio::DataHandler + Send + 'static> Session for MioSession<H> {
     fn subscribe_orders(&mut self, sub: BetfairSubscription) -> Result<(), String> {
         self.handle
             .subscribe_orders(self.id, sub)
+            .map_err(|e| e.to_string())
+    }
+
+    fn set_betfair_auth(&mut self, auth: BetfairAuth) -> Result<(), String> {
+        self.handle
+            .set_betfair_auth(self.id, auth)
             .map_err(|e| e.to_string())
     }
 

@@ -615,6 +615,64 @@ pub fn silence_after_data_hits_the_idle_timeout(adapter: &dyn Adapter) {
     assert_eq!(reason, Some(EndReason::IdleTimeout));
 }
 
+/// A Betfair session token renewed by a new login while the stream runs: with the new
+/// token set on the stream, the login after a reconnect succeeds and data flows on; without,
+/// that login is refused (`INVALID_SESSION_INFORMATION`, as Betfair refuses an expired
+/// token) and the stream crashes with the refusal as the reason.
+pub fn a_renewed_betfair_session_is_used_after_a_reconnect(adapter: &dyn Adapter) {
+    for renew_on_the_stream in [true, false] {
+        let srv = replay(ReplayConfig {
+            mode: feedwire_replay::Mode::Paced { per_sec: 2_000 },
+            // Each connection goes half-open after 50 lines: the idle timeout reconnects.
+            fault: Some(Fault::GoSilent { after: 50 }),
+            ..ReplayConfig::new(Scenario::BetfairMcm)
+        });
+        let auth = |session: &str| BetfairAuth {
+            app_key: "k".into(),
+            session: session.into(),
+        };
+        let mut config = StreamConfig::betfair(&srv.url(), auth("first"));
+        config.timeouts.idle = Some(Duration::from_millis(300));
+        let mut s = start(adapter, config, &srv);
+        s.subscribe_markets(BetfairSubscription {
+            filter_json: r#"{"marketIds":["1.2345"]}"#.into(),
+            data_filter_json: None,
+            heartbeat_ms: None,
+            conflate_ms: None,
+        })
+        .unwrap();
+        wait_for(s.as_mut(), |e| *e == StreamEvent::Authenticated);
+        srv.require_betfair_session("renewed");
+        if renew_on_the_stream {
+            s.set_betfair_auth(auth("renewed")).unwrap();
+        }
+        let (mut reconnects, mut data_after) = (0, 0);
+        let end = loop {
+            match next(s.as_mut()) {
+                Some(StreamEvent::Reconnecting { .. }) => reconnects += 1,
+                Some(StreamEvent::Data { .. }) if reconnects > 0 => {
+                    data_after += 1;
+                    if data_after == 50 {
+                        s.stop();
+                    }
+                }
+                Some(StreamEvent::Crashed(reason)) => break Some(reason),
+                Some(_) => {}
+                None => break None,
+            }
+        };
+        if renew_on_the_stream {
+            assert_eq!((end, data_after), (None, 50));
+        } else {
+            let Some(EndReason::FatalResponse(refusal)) = end else {
+                panic!("{end:?}")
+            };
+            let refusal = String::from_utf8_lossy(&refusal);
+            assert!(refusal.contains("INVALID_SESSION_INFORMATION"), "{refusal}");
+        }
+    }
+}
+
 /// A server that accepts and never answers the handshake: the connect timeout.
 pub fn unanswered_handshake_hits_the_connect_timeout(adapter: &dyn Adapter) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -915,6 +973,7 @@ macro_rules! adapter_scenarios {
             reconnect_resubscribes_and_data_flows_again,
             interop_echo_0_bytes_to_1_mib,
             host_names_are_resolved,
+            a_renewed_betfair_session_is_used_after_a_reconnect,
         );
     };
     (@each $adapter:expr; $($name:ident),* $(,)?) => {

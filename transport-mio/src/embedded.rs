@@ -4,7 +4,7 @@
 use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
 
-use feedwire_core::{BetfairSubscription, DataHandler, StatsHandle, StreamConfig};
+use feedwire_core::{BetfairAuth, BetfairSubscription, DataHandler, StatsHandle, StreamConfig};
 use mio::event::Event;
 use mio::{Events, Token};
 
@@ -175,6 +175,12 @@ impl<H: DataHandler + Send + 'static> MioLoop<H> {
         sub: BetfairSubscription,
     ) -> Result<(), LoopError> {
         self.call(|r| Command::SubscribeOrders(id, sub, r))
+    }
+
+    /// Replaces a Betfair stream's credentials for the logins to come (a renewed session
+    /// token): see [`Stream::set_betfair_auth`](feedwire_core::Stream::set_betfair_auth).
+    pub fn set_betfair_auth(&mut self, id: StreamId, auth: BetfairAuth) -> Result<(), LoopError> {
+        self.call(|r| Command::SetBetfairAuth(id, auth, r))
     }
 
     /// Sends a text message or line.

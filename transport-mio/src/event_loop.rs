@@ -392,6 +392,12 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 });
                 let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
             }
+            Command::SetBetfairAuth(id, auth, reply) => {
+                let r = self.with(id, |e| {
+                    e.stream.set_betfair_auth(auth).map_err(LoopError::from)
+                });
+                let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
+            }
             Command::SendText(id, text, reply) => {
                 let r = self.with(id, |e| e.stream.send_text(&text).map_err(LoopError::from));
                 let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));

@@ -9,8 +9,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
-    BetfairSubscription, ConfigError, DataHandler, StatsHandle, StreamConfig, StreamError,
-    StreamEvent,
+    BetfairAuth, BetfairSubscription, ConfigError, DataHandler, StatsHandle, StreamConfig,
+    StreamError, StreamEvent,
 };
 
 use crate::doorbell::Doorbell;
@@ -143,6 +143,7 @@ pub(crate) enum Command<H> {
     ListSubscriptions(StreamId, Reply<()>),
     SubscribeMarkets(StreamId, BetfairSubscription, Reply<()>),
     SubscribeOrders(StreamId, BetfairSubscription, Reply<()>),
+    SetBetfairAuth(StreamId, BetfairAuth, Reply<()>),
     SendText(StreamId, String, Reply<()>),
     SendBinary(StreamId, Vec<u8>, Reply<()>),
     Request(StreamId, String, Option<String>, Reply<Bytes>),
@@ -164,6 +165,7 @@ impl<H> Command<H> {
             | Self::ListSubscriptions(id, _)
             | Self::SubscribeMarkets(id, ..)
             | Self::SubscribeOrders(id, ..)
+            | Self::SetBetfairAuth(id, ..)
             | Self::SendText(id, ..)
             | Self::SendBinary(id, ..)
             | Self::Request(id, ..)
@@ -299,6 +301,12 @@ impl<H> LoopHandle<H> {
         sub: BetfairSubscription,
     ) -> Result<(), LoopError> {
         self.call(|r| Command::SubscribeOrders(id, sub, r))
+    }
+
+    /// Replaces a Betfair stream's credentials for the logins to come (a renewed session
+    /// token): see [`Stream::set_betfair_auth`](feedwire_core::Stream::set_betfair_auth).
+    pub fn set_betfair_auth(&self, id: StreamId, auth: BetfairAuth) -> Result<(), LoopError> {
+        self.call(|r| Command::SetBetfairAuth(id, auth, r))
     }
 
     /// Sends a text message or line.

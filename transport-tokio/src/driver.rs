@@ -425,6 +425,9 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             Command::SubscribeOrders(sub, reply) => {
                 let _ = reply.send(self.stream.subscribe_orders(sub, now));
             }
+            Command::SetBetfairAuth(auth, reply) => {
+                let _ = reply.send(self.stream.set_betfair_auth(auth));
+            }
             Command::Stop => self.stream.stop(now),
             Command::Crash(reason) => self.stream.crash(&reason, now),
         }

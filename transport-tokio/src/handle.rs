@@ -9,7 +9,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
-    BetfairSubscription, RequestId, Seed, StatsHandle, StatsSnapshot, StreamError, StreamEvent,
+    BetfairAuth, BetfairSubscription, RequestId, Seed, StatsHandle, StatsSnapshot, StreamError,
+    StreamEvent,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -100,6 +101,7 @@ pub(crate) enum Command {
     ListSubscriptions(Reply),
     SubscribeMarkets(BetfairSubscription, Reply),
     SubscribeOrders(BetfairSubscription, Reply),
+    SetBetfairAuth(BetfairAuth, Reply),
     Stop,
     Crash(String),
 }
@@ -179,6 +181,12 @@ impl StreamHandle {
     /// Sets the Betfair order subscription.
     pub async fn subscribe_orders(&self, sub: BetfairSubscription) -> Result<(), CommandError> {
         self.call(|r| Command::SubscribeOrders(sub, r)).await
+    }
+
+    /// Replaces the Betfair credentials for the logins to come (a renewed session token):
+    /// see [`Stream::set_betfair_auth`](feedwire_core::Stream::set_betfair_auth).
+    pub async fn set_betfair_auth(&self, auth: BetfairAuth) -> Result<(), CommandError> {
+        self.call(|r| Command::SetBetfairAuth(auth, r)).await
     }
 
     /// Graceful stop: Close frame on the wire at once, then wait for the peer (close

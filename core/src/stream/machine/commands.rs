@@ -7,7 +7,7 @@ use super::{Feed, Outgoing, Stream, STREAMS_PER_REQUEST};
 use crate::error::StreamError;
 use crate::route::RequestId;
 use crate::stream::clocks::Clocks;
-use crate::stream::config::Profile;
+use crate::stream::config::{BetfairAuth, Profile};
 use crate::stream::connection::Connection;
 use crate::stream::event::{EndReason, RequestKind, StreamState};
 use crate::stream::profile::{self, BetfairSubscription, Template};
@@ -153,6 +153,23 @@ impl Stream {
         }
         let template = profile::binance_api_request(method, params_json);
         self.send_request(RequestKind::Request(method.to_owned()), &template, now)
+    }
+
+    /// Replaces the Betfair credentials for the logins to come: the next connection (a
+    /// reconnect) authenticates with them; the current one, logged in already, stays as it
+    /// is. For a session token renewed by a new login: the stream keeps its subscriptions and
+    /// positions, and a reconnect resumes them instead of failing its login with the old
+    /// token (fatal: the stream would crash, and a new stream start from full images).
+    pub fn set_betfair_auth(&mut self, auth: BetfairAuth) -> Result<(), StreamError> {
+        self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
+        if !profile::is_plain_json_string(&auth.app_key)
+            || !profile::is_plain_json_string(&auth.session)
+        {
+            return Err(StreamError::InvalidCredential);
+        }
+        tracing::info!(host = %self.endpoint.host, "Betfair credentials replaced");
+        self.config.profile = Profile::Betfair(auth);
+        Ok(())
     }
 
     /// Sets the Betfair market subscription (replacing any previous one); sent now if
