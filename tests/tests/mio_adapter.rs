@@ -145,3 +145,88 @@ fn shutdown_puts_each_streams_close_on_the_wire() {
         assert_eq!(code, 1000u16.to_be_bytes());
     }
 }
+
+/// mio only: a handler that panics (a parser's `unwrap` on a rare message) takes down its
+/// own stream only. It used to unwind the loop's thread: every other stream on the loop
+/// stopped without a word to its handler, and every call said `LoopGone`. Now the other
+/// stream's data flows on, the loop answers calls, the panicked stream is gone
+/// (`NoStream`) and its statistics say it crashed; a lending handler the same.
+#[test]
+fn a_panicking_handler_takes_down_only_its_own_stream() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use feedwire_core::{DataHandler, DataRef, StreamConfig, StreamEvent};
+    use feedwire_mio::{Delivery, Handler, LoopError, LoopHandle, MioOptions};
+    use feedwire_replay::{Mode, ReplayConfig, ReplayServer, Scenario};
+
+    struct Counts(Arc<AtomicUsize>);
+    impl Handler for Counts {
+        fn on_event(&mut self, event: StreamEvent) {
+            if matches!(event, StreamEvent::Data { .. }) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    struct PanicsOnData;
+    impl Handler for PanicsOnData {
+        fn on_event(&mut self, event: StreamEvent) {
+            assert!(!matches!(event, StreamEvent::Data { .. }), "a user's bug");
+        }
+    }
+    struct LendPanics;
+    impl DataHandler for LendPanics {
+        fn on_data(&mut self, _: DataRef<'_>) {
+            panic!("a user's bug, in place");
+        }
+        fn on_event(&mut self, _: StreamEvent) {}
+    }
+
+    let srv = ReplayServer::start(ReplayConfig {
+        mode: Mode::Paced { per_sec: 1_000 },
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let config = || StreamConfig::binance_stream(&srv.subscribe_url());
+    let feed = LoopHandle::spawn(MioOptions::default()).unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let (good, _) = feed
+        .connect(config(), Delivery::Handler(Box::new(Counts(seen.clone()))))
+        .unwrap();
+    feed.subscribe(good, &["btcusdt@aggTrade"]).unwrap();
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    wait_for("data on the good stream", &|| {
+        seen.load(Ordering::Relaxed) > 0
+    });
+
+    for delivery in [
+        Delivery::Handler(Box::new(PanicsOnData)),
+        Delivery::Lend(Box::new(LendPanics) as Box<dyn DataHandler + Send>),
+    ] {
+        let (bad, stats) = feed.connect(config(), delivery).unwrap();
+        feed.subscribe(bad, &["btcusdt@aggTrade"]).unwrap();
+        wait_for("the panicked stream gone", &|| {
+            matches!(feed.list_subscriptions(bad), Err(LoopError::NoStream))
+        });
+        assert_eq!(
+            stats.snapshot(Instant::now()).state,
+            6,
+            "its statistics say crashed"
+        );
+        let before = seen.load(Ordering::Relaxed);
+        wait_for("the good stream's data flows on", &|| {
+            seen.load(Ordering::Relaxed) > before + 50
+        });
+        feed.list_subscriptions(good).expect("the loop answers");
+    }
+    feed.stop(good);
+    feed.shutdown();
+}

@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -245,11 +246,38 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             if i > 0 {
                 now = Instant::now();
             }
-            self.service(id, now);
+            self.service_contained(id, now);
         }
         servicing.clear();
         self.servicing = servicing;
         now
+    }
+
+    /// [`service`](Self::service), a panic in it — a handler's, mostly — contained to the
+    /// stream: that stream is dropped, the loop and its other streams go on. Uncontained, one
+    /// handler's panic (a parser's `unwrap` on a rare message) unwound the loop's thread and
+    /// ended every stream on it without a word to their handlers; further calls said
+    /// `LoopGone`. Handlers are called only in their own stream's service, so the panic is
+    /// that stream's.
+    #[inline(always)]
+    fn service_contained(&mut self, id: StreamId, now: Instant) {
+        let serviced = catch_unwind(AssertUnwindSafe(|| self.service(id, now)));
+        if serviced.is_err() {
+            self.drop_panicked(id, now);
+        }
+    }
+
+    /// Drops a stream whose service panicked. Its handler is not called again (its state is
+    /// whatever the panic left); the stream is crashed first so that its statistics say so,
+    /// its socket is closed with it, and callers awaiting its answers hear that it ended.
+    #[cold]
+    #[inline(never)]
+    fn drop_panicked(&mut self, id: StreamId, now: Instant) {
+        if let Some(mut e) = self.streams.remove(id.index, id.generation) {
+            let host = e.stream.endpoint().host.clone();
+            tracing::error!(%host, "stream service panicked (its handler?): stream dropped");
+            e.stream.crash("panicked in its service", now);
+        }
     }
 
     /// Queues `id` for service in this iteration (once).
@@ -444,11 +472,16 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
     /// without a Close.
     fn stop_all(&mut self, now: Instant) {
         for (index, generation) in self.streams.ids() {
-            if let Some(e) = self.streams.get_mut(index, generation) {
-                e.stream.stop(now);
-                let id = StreamId { index, generation };
-                pump(e, &mut self.resolver, id, self.poll.registry());
-                deliver(e);
+            let id = StreamId { index, generation };
+            let stopped = catch_unwind(AssertUnwindSafe(|| {
+                if let Some(e) = self.streams.get_mut(index, generation) {
+                    e.stream.stop(now);
+                    pump(e, &mut self.resolver, id, self.poll.registry());
+                    deliver(e);
+                }
+            }));
+            if stopped.is_err() {
+                self.drop_panicked(id, now);
             }
         }
     }

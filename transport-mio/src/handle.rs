@@ -46,7 +46,9 @@ impl Default for MioOptions {
     }
 }
 
-/// Receives a stream's events on the loop thread. It must not block.
+/// Receives a stream's events on the loop thread. It must not block. If it panics, its
+/// stream is dropped (crashed, the handler not called again) and the loop's other streams
+/// go on.
 pub trait Handler: Send + 'static {
     /// One event, in order.
     fn on_event(&mut self, event: StreamEvent);
@@ -63,7 +65,8 @@ pub enum Delivery<H = AnyDataHandler> {
     Handler(Box<dyn Handler>),
     /// Called on the loop thread (it must not block), data messages lent from the read
     /// buffer: the cheapest way to read a stream (see
-    /// [`feedwire_core::Stream::handle_read_with`]).
+    /// [`feedwire_core::Stream::handle_read_with`]). A panic drops the stream, as for
+    /// [`Handler`].
     Lend(H),
     /// A bounded channel: when full, the loop stops reading the stream until there is room;
     /// when the receiver is dropped, the stream is stopped.
