@@ -269,7 +269,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
 
     /// Drops a stream whose service panicked. Its handler is not called again (its state is
     /// whatever the panic left); the stream is crashed first so that its statistics say so,
-    /// its socket is closed with it, and callers awaiting its answers hear that it ended.
+    /// its socket is closed with it, and callers awaiting its answers get `NoStream`.
     #[cold]
     #[inline(never)]
     fn drop_panicked(&mut self, id: StreamId, now: Instant) {
@@ -277,6 +277,9 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             let host = e.stream.endpoint().host.clone();
             tracing::error!(%host, "stream service panicked (its handler?): stream dropped");
             e.stream.crash("panicked in its service", now);
+            for reply in e.awaited.take_all() {
+                let _ = reply.send(Err(LoopError::NoStream));
+            }
         }
     }
 

@@ -106,6 +106,12 @@ impl<R> AwaitedAnswers<R> {
     pub fn clear(&mut self) {
         self.waiting.clear();
     }
+
+    /// Takes every handle, for a transport to answer their callers itself (a stream it
+    /// dropped, where a dropped handle would say something else).
+    pub fn take_all(&mut self) -> impl Iterator<Item = R> + '_ {
+        self.waiting.drain().map(|(_, reply)| reply)
+    }
 }
 
 #[cfg(test)]
@@ -199,5 +205,16 @@ mod tests {
         awaited.clear();
         assert!(awaited.is_empty());
         assert!(rx.recv().is_err(), "the caller learns nobody will answer");
+    }
+
+    #[test]
+    fn take_all_hands_every_handle_over() {
+        let mut awaited = AwaitedAnswers::new();
+        awaited.insert(RequestId::Int(1), "one");
+        awaited.insert(RequestId::Int(2), "two");
+        let mut taken: Vec<_> = awaited.take_all().collect();
+        taken.sort_unstable();
+        assert_eq!(taken, ["one", "two"]);
+        assert!(awaited.is_empty());
     }
 }

@@ -191,9 +191,7 @@ impl Stream {
             return Err(ConfigError::ZeroLimit("max_send_queue"));
         }
         if let Profile::Betfair(auth) = &config.profile {
-            if !profile::is_plain_json_string(&auth.app_key)
-                || !profile::is_plain_json_string(&auth.session)
-            {
+            if !profile::is_usable_auth(auth) {
                 return Err(ConfigError::InvalidCredential);
             }
         }

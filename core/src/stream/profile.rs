@@ -27,6 +27,11 @@ pub(crate) fn is_plain_json_string(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
+/// Whether Betfair credentials can go into the `authentication` op as they are.
+pub(crate) fn is_usable_auth(auth: &BetfairAuth) -> bool {
+    is_plain_json_string(&auth.app_key) && is_plain_json_string(&auth.session)
+}
+
 /// The Binance streams a URL subscribes by itself: `/stream?streams=a/b/c` (combined) or
 /// `/ws/<stream>` (raw; a name with an `@` — a user-data listen key has none and cannot be
 /// unsubscribed). Percent-escapes are decoded; a name that cannot go into a request as is

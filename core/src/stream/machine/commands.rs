@@ -155,16 +155,14 @@ impl Stream {
         self.send_request(RequestKind::Request(method.to_owned()), &template, now)
     }
 
-    /// Replaces the Betfair credentials for the logins to come: the next connection (a
-    /// reconnect) authenticates with them; the current one, logged in already, stays as it
-    /// is. For a session token renewed by a new login: the stream keeps its subscriptions and
+    /// Replaces the Betfair credentials for the logins to come: the next one (a reconnect's,
+    /// or the current connection's if it has not sent its own yet) uses them; a connection
+    /// logged in already stays as it is. For a session token renewed by a new login: the stream keeps its subscriptions and
     /// positions, and a reconnect resumes them instead of failing its login with the old
     /// token (fatal: the stream would crash, and a new stream start from full images).
     pub fn set_betfair_auth(&mut self, auth: BetfairAuth) -> Result<(), StreamError> {
         self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
-        if !profile::is_plain_json_string(&auth.app_key)
-            || !profile::is_plain_json_string(&auth.session)
-        {
+        if !profile::is_usable_auth(&auth) {
             return Err(StreamError::InvalidCredential);
         }
         tracing::info!(host = %self.endpoint.host, "Betfair credentials replaced");
