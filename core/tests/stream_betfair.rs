@@ -28,6 +28,21 @@ fn markets() -> BetfairSubscription {
     }
 }
 
+/// The connection ends; after the backoff the next one opens and greets (the login then
+/// goes out).
+fn reconnect_to_the_greeting(h: &mut Harness) {
+    h.s.handle_eof(h.now);
+    h.pump();
+    let delay = h.take_events().into_iter().find_map(|e| match e {
+        StreamEvent::Reconnecting { delay, .. } => Some(delay),
+        _ => None,
+    });
+    h.advance(delay.expect("a reconnect"));
+    h.take_commands();
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"002-2"}"#);
+}
+
 /// Connected, greeted, authenticated, subscribed.
 fn subscribed() -> Harness {
     let mut h = Harness::new(config());
@@ -286,16 +301,7 @@ fn a_replaced_subscription_resumes_only_from_its_own_positions() {
     // The old subscription's delta, still on its way when the new one was sent.
     h.feed_line(r#"{"op":"mcm","id":2,"clk":"OLD","pt":2,"mc":[]}"#);
     let resubscription = |h: &mut Harness, auth_id: u64| {
-        h.s.handle_eof(h.now);
-        h.pump();
-        let delay = h.take_events().into_iter().find_map(|e| match e {
-            StreamEvent::Reconnecting { delay, .. } => Some(delay),
-            _ => None,
-        });
-        h.advance(delay.expect("a reconnect"));
-        h.take_commands();
-        h.connect();
-        h.feed_line(r#"{"op":"connection","connectionId":"002-2"}"#);
+        reconnect_to_the_greeting(h);
         h.feed_line(&format!(
             r#"{{"op":"status","id":{auth_id},"statusCode":"SUCCESS"}}"#
         ));
@@ -344,16 +350,7 @@ fn an_image_of_a_replaced_request_is_not_the_subscriptions_position() {
         r#"{"op":"mcm","id":3,"initialClk":"R3","clk":"R3A","ct":"SUB_IMAGE","pt":3,"mc":[]}"#,
     );
     h.feed_line(r#"{"op":"mcm","id":3,"clk":"R3B","pt":4,"mc":[]}"#);
-    h.s.handle_eof(h.now);
-    h.pump();
-    let delay = h.take_events().into_iter().find_map(|e| match e {
-        StreamEvent::Reconnecting { delay, .. } => Some(delay),
-        _ => None,
-    });
-    h.advance(delay.expect("a reconnect"));
-    h.take_commands();
-    h.connect();
-    h.feed_line(r#"{"op":"connection","connectionId":"002-2"}"#);
+    reconnect_to_the_greeting(&mut h);
     h.feed_line(r#"{"op":"status","id":5,"statusCode":"SUCCESS"}"#);
     assert_eq!(
         h.sent_lines().pop().unwrap(),
@@ -412,16 +409,7 @@ fn renewed_credentials_are_used_from_the_next_login() {
         h.s.set_betfair_auth(bad),
         Err(feedwire_core::StreamError::InvalidCredential)
     );
-    h.s.handle_eof(h.now);
-    h.pump();
-    let delay = h.take_events().into_iter().find_map(|e| match e {
-        StreamEvent::Reconnecting { delay, .. } => Some(delay),
-        _ => None,
-    });
-    h.advance(delay.expect("a reconnect"));
-    h.take_commands();
-    h.connect();
-    h.feed_line(r#"{"op":"connection","connectionId":"002-2"}"#);
+    reconnect_to_the_greeting(&mut h);
     assert_eq!(
         h.sent_lines(),
         [r#"{"op":"authentication","id":3,"appKey":"appkey","session":"renewed"}"#]
