@@ -623,7 +623,9 @@ pub fn a_renewed_betfair_session_is_used_after_a_reconnect(adapter: &dyn Adapter
     for renew_on_the_stream in [true, false] {
         let srv = replay(ReplayConfig {
             mode: feedwire_replay::Mode::Paced { per_sec: 2_000 },
-            // Each connection goes half-open after 50 lines: the idle timeout reconnects.
+            // Each connection goes half-open after 50 lines: the idle timeout reconnects, two
+            // idle periods later — time enough to renew the token before that, even on a
+            // loaded machine.
             fault: Some(Fault::GoSilent { after: 50 }),
             ..ReplayConfig::new(Scenario::BetfairMcm)
         });
@@ -632,7 +634,7 @@ pub fn a_renewed_betfair_session_is_used_after_a_reconnect(adapter: &dyn Adapter
             session: session.into(),
         };
         let mut config = StreamConfig::betfair(&srv.url(), auth("first"));
-        config.timeouts.idle = Some(Duration::from_millis(300));
+        config.timeouts.idle = Some(Duration::from_secs(1));
         let mut s = start(adapter, config, &srv);
         s.subscribe_markets(BetfairSubscription {
             filter_json: r#"{"marketIds":["1.2345"]}"#.into(),

@@ -157,9 +157,10 @@ impl Stream {
 
     /// Replaces the Betfair credentials for the logins to come: the next one (a reconnect's,
     /// or the current connection's if it has not sent its own yet) uses them; a connection
-    /// logged in already stays as it is. For a session token renewed by a new login: the stream keeps its subscriptions and
-    /// positions, and a reconnect resumes them instead of failing its login with the old
-    /// token (fatal: the stream would crash, and a new stream start from full images).
+    /// logged in already stays as it is. For a session token renewed by a new login: the
+    /// stream keeps its subscriptions and positions, and a reconnect resumes them instead of
+    /// failing its login with the old token (fatal: the stream would crash, and a new stream
+    /// start from full images).
     pub fn set_betfair_auth(&mut self, auth: BetfairAuth) -> Result<(), StreamError> {
         self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
         if !profile::is_usable_auth(&auth) {
