@@ -431,3 +431,40 @@ fn renewed_credentials_are_used_from_the_next_login() {
         Err(feedwire_core::StreamError::NotSupported)
     );
 }
+
+#[test]
+/// A large image comes in segments (`SEG_START` with the `initialClk`, `SEG`, `SEG_END` with
+/// the `clk`). A connection lost before the last must ask for a whole new image: resuming
+/// from the first segment's `initialClk` would leave the markets of the missing segments
+/// with no image at all. Once the image is whole, a reconnect resumes from it.
+fn a_connection_lost_inside_a_segmented_image_asks_for_a_new_image() {
+    let segment = |id: u64, kind: &str, tokens: &str| {
+        format!(
+            r#"{{"op":"mcm","id":{id},{tokens}"pt":1,"ct":"SUB_IMAGE","segmentType":"{kind}","mc":[{{"id":"1.2345","img":true}}]}}"#
+        )
+    };
+    let mut h = subscribed();
+    h.feed_line(&segment(2, "SEG_START", r#""initialClk":"S1","#));
+    h.feed_line(&segment(2, "SEG", ""));
+    reconnect_to_the_greeting(&mut h);
+    h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
+    assert_eq!(
+        h.sent_lines().pop().unwrap(),
+        r#"{"op":"marketSubscription","id":4,"heartbeatMs":5000,"marketFilter":{"marketIds":["1.2345"]},"marketDataFilter":{"fields":["EX_BEST_OFFERS"]}}"#,
+        "no position: a whole new image"
+    );
+
+    h.feed_line(&segment(4, "SEG_START", r#""initialClk":"S4","#));
+    h.feed_line(&segment(4, "SEG", ""));
+    h.feed_line(&segment(4, "SEG_END", r#""clk":"S4A","#));
+    h.feed_line(r#"{"op":"mcm","id":4,"clk":"S4B","pt":2,"mc":[]}"#);
+    reconnect_to_the_greeting(&mut h);
+    h.feed_line(r#"{"op":"status","id":5,"statusCode":"SUCCESS"}"#);
+    assert!(
+        h.sent_lines()
+            .pop()
+            .unwrap()
+            .ends_with(r#""initialClk":"S4","clk":"S4B"}"#),
+        "resumes from the whole image's position"
+    );
+}

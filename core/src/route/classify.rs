@@ -784,6 +784,25 @@ pub(crate) fn top_level_int(payload: &[u8], key: &[u8]) -> Option<u64> {
     }
 }
 
+/// The content (escapes as sent) of the string the first top-level `key` of the object
+/// `payload` opens holds, looked for only among the keys before the object's first object
+/// or array value (so the cost never depends on the nested content); `None` if there is no
+/// such key there or its value is not a string.
+pub(crate) fn head_str<'a>(payload: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let mut found = None;
+    for_each_pair(payload, true, |k, value| {
+        if payload[k] != *key {
+            return true;
+        }
+        found = Some(value);
+        false
+    });
+    match found? {
+        Value::Str(r) => payload.get(r),
+        _ => None,
+    }
+}
+
 /// `raw` as a JSON integer: digits only, no sign, no leading zero (so `+5` or `05` can never
 /// match request 5), within `u64`.
 fn canonical_u64(raw: &[u8]) -> Option<u64> {

@@ -10,7 +10,7 @@ mod router;
 mod rules;
 
 pub use classify::{classify, Class, Classifier, Extracted, ResponseId};
-pub(crate) use classify::{top_level_int, Verdict};
+pub(crate) use classify::{head_str, top_level_int, Verdict};
 pub(crate) use head_shape::HeadShapes;
 pub use pending::{PendingRequests, RequestHandle, RequestId};
 pub use router::{IdStyle, Routed, Router, RouterConfig, TimedOut};

@@ -172,7 +172,9 @@ impl Stream {
     }
 
     /// Sets the Betfair market subscription (replacing any previous one); sent now if
-    /// authenticated, and again on every reconnect, resuming from the latest `clk`.
+    /// authenticated, and again on every reconnect, resuming from the latest `clk` (of its
+    /// own image, and of a segmented image only once its last segment came; else it asks
+    /// for a new image).
     pub fn subscribe_markets(
         &mut self,
         sub: BetfairSubscription,
