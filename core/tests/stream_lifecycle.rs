@@ -124,6 +124,36 @@ fn statistics_are_exact_after_a_scripted_run() {
     assert_eq!(quiet.messages_received, snap.messages_received);
 }
 
+/// A stream dropped before it ended (its driver's future dropped, its runtime shut down) reads
+/// closed in its statistics, and one dropped while unwinding from a panic (a handler's bug)
+/// crashed — not "open" for good with rates falling to zero, as if the market were quiet.
+/// One that ended keeps its own end.
+#[test]
+fn a_stream_dropped_before_it_ended_says_so_in_its_statistics() {
+    let h = subscribed_stream();
+    let stats = h.s.stats_handle();
+    assert_eq!(stats.snapshot(h.now).state, 2);
+    let now = h.now;
+    drop(h);
+    assert_eq!(stats.snapshot(now).state, 5, "closed");
+
+    let h = subscribed_stream();
+    let stats = h.s.stats_handle();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _owned = h;
+        panic!("a handler's bug");
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(stats.snapshot(now).state, 6, "crashed");
+
+    let mut h = subscribed_stream();
+    let stats = h.s.stats_handle();
+    h.s.crash("given up", h.now);
+    h.pump();
+    drop(h);
+    assert_eq!(stats.snapshot(now).state, 6, "its own end");
+}
+
 #[test]
 fn first_data_timeout_reconnects_a_silent_subscription() {
     let mut h = subscribed_stream();

@@ -388,3 +388,41 @@ fn dropping_the_future_while_it_connects_leaves_no_task_behind() {
         }
     });
 }
+
+/// A stream's future dropped once open (a `select!` that took another branch) leaves its
+/// statistics saying closed, and a lending handler's panic, on the task the future was
+/// spawned on, crashed. Both used to read "open" for good, rates falling to zero as if the
+/// market had gone quiet.
+#[test]
+fn a_dropped_or_panicked_stream_is_not_left_open_in_its_statistics() {
+    struct PanicsOnData;
+    impl DataHandler for PanicsOnData {
+        fn on_data(&mut self, _: DataRef<'_>) {
+            panic!("a handler's bug");
+        }
+        fn on_event(&mut self, _: StreamEvent) {}
+    }
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(1_000_000),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .expect("replay server");
+    let config = || StreamConfig::binance_stream(&srv.url());
+    let rt = current_thread();
+
+    let (watch, opened, _ended) = watch_opening();
+    let (handle, drive) = drive_lending(config(), TokioOptions::default(), watch).unwrap();
+    rt.block_on(async {
+        tokio::select! {
+            () = drive => panic!("the stream ended by itself"),
+            opened = opened => opened.expect("opened"),
+        }
+    });
+    assert_eq!(handle.stats().state, 5, "closed");
+
+    let (handle, drive) = drive_lending(config(), TokioOptions::default(), PanicsOnData).unwrap();
+    let joined = rt.block_on(rt.spawn(drive));
+    assert!(joined.expect_err("the handler panicked").is_panic());
+    assert_eq!(handle.stats().state, 6, "crashed");
+}

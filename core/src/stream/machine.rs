@@ -29,6 +29,10 @@ mod inbound;
 mod input;
 mod lifecycle;
 
+/// [`StatsSnapshot::state`](super::stats::StatsSnapshot::state) codes of the two ends.
+const CLOSED_CODE: u8 = 5;
+const CRASHED_CODE: u8 = 6;
+
 /// Streams per SUBSCRIBE message when (re)subscribing many at once.
 const STREAMS_PER_REQUEST: usize = 200;
 
@@ -400,8 +404,8 @@ impl Stream {
             StreamState::Open => 2,
             StreamState::Closing => 3,
             StreamState::Reconnecting { .. } => 4,
-            StreamState::Closed { .. } => 5,
-            StreamState::Crashed(_) => 6,
+            StreamState::Closed { .. } => CLOSED_CODE,
+            StreamState::Crashed(_) => CRASHED_CODE,
         }
     }
 
@@ -412,5 +416,25 @@ impl Stream {
             .as_ref()
             .map_or(0, |c| c.read_buffer_capacity() as u64);
         self.stats.publish(now, code, read_buffer_bytes);
+    }
+}
+
+/// A stream dropped before it ended — its driver's future dropped (a `select!`), its runtime
+/// shut down, its owner unwinding from a panic in a handler — says so in its statistics:
+/// closed, or crashed when dropped while unwinding. Else they would read "open" for good,
+/// their rates falling to zero as if the market had gone quiet.
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.state.is_terminal() {
+            return;
+        }
+        let panicking = std::thread::panicking();
+        tracing::warn!(
+            host = %self.endpoint.host,
+            panicking,
+            "stream dropped before it ended"
+        );
+        self.stats
+            .publish_state(if panicking { CRASHED_CODE } else { CLOSED_CODE });
     }
 }

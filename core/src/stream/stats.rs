@@ -278,6 +278,22 @@ impl Stats {
         self.cold_changed = true;
     }
 
+    /// Publishes the `state` code alone: for a stream dropped before it ended, which has no
+    /// time to publish the rest with. Counts received since the last publish stay
+    /// unpublished (the rates would have no second to put them in).
+    pub(crate) fn publish_state(&mut self, state: u8) {
+        if state == self.cold.state {
+            return;
+        }
+        self.cold.state = state;
+        let s = &self.shared;
+        let seq = s.seq.load(Ordering::Relaxed);
+        s.seq.store(seq + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        s.fields[STATE].store(u64::from(state), Ordering::Relaxed);
+        s.seq.store(seq + 2, Ordering::Release);
+    }
+
     /// Publishes a snapshot with the stream's `state` code and its read buffer's
     /// allocation (bytes); the first publish in a second also records, in the ring, what
     /// was published before it.
