@@ -178,6 +178,77 @@ fn failed_authentication_crashes() {
     );
 }
 
+/// Betfair refuses a login for now when the account is at its connection limit — after a
+/// network blip the server may not have seen the old connection go yet — or throttles
+/// connects: the stream connects again after the backoff and keeps its subscription,
+/// instead of crashing for good.
+#[test]
+fn a_login_refused_for_now_is_tried_again_after_the_backoff() {
+    for code in ["MAX_CONNECTION_LIMIT_EXCEEDED", "TOO_MANY_REQUESTS"] {
+        let mut h = Harness::new(config());
+        h.s.subscribe_markets(markets(), h.now).unwrap();
+        h.connect();
+        h.feed_line(r#"{"op":"connection","connectionId":"002-1"}"#);
+        h.take_events();
+        h.feed_line(&format!(
+            r#"{{"op":"status","id":1,"statusCode":"FAILURE","errorCode":"{code}","connectionClosed":true}}"#
+        ));
+        let evs = h.take_events();
+        let [StreamEvent::Reconnecting {
+            reason: EndReason::RefusedForNow(refusal),
+            delay,
+            ..
+        }] = &evs[..]
+        else {
+            panic!("{code}: {evs:?}")
+        };
+        assert!(refusal.ends_with(br#""connectionClosed":true}"#));
+        assert!(*delay > Duration::ZERO, "after the backoff");
+        h.advance(*delay);
+        h.take_commands();
+        h.connect();
+        h.feed_line(r#"{"op":"connection","connectionId":"002-2"}"#);
+        h.feed_line(r#"{"op":"status","id":2,"statusCode":"SUCCESS"}"#);
+        let sent = h.sent_lines();
+        assert!(
+            sent.last()
+                .unwrap()
+                .starts_with(r#"{"op":"marketSubscription","id":3,"#),
+            "{code}: {sent:?}"
+        );
+        assert_eq!(h.state(), StreamState::Open);
+    }
+}
+
+/// A resubscription whose position the server refuses (`INVALID_CLOCK`) is sent again at
+/// once without it, for a new image; resent as it was, it would be refused on every
+/// reconnect.
+#[test]
+fn a_refused_position_is_dropped_for_a_new_image() {
+    let mut h = subscribed();
+    h.feed_line(
+        r#"{"op":"mcm","id":2,"initialClk":"G1Fw","clk":"AAA","ct":"SUB_IMAGE","pt":1,"mc":[]}"#,
+    );
+    reconnect_to_the_greeting(&mut h);
+    h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
+    let resubscription = h.sent_lines().pop().unwrap();
+    assert!(resubscription.ends_with(r#""initialClk":"G1Fw","clk":"AAA"}"#));
+    h.feed_line(r#"{"op":"status","id":4,"statusCode":"FAILURE","errorCode":"INVALID_CLOCK","connectionClosed":false}"#);
+    assert_eq!(
+        h.sent_lines(),
+        [
+            r#"{"op":"marketSubscription","id":5,"heartbeatMs":5000,"marketFilter":{"marketIds":["1.2345"]},"marketDataFilter":{"fields":["EX_BEST_OFFERS"]}}"#
+        ]
+    );
+    assert_eq!(h.state(), StreamState::Open);
+    assert!(
+        !h.take_events()
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Crashed(_))),
+        "not fatal"
+    );
+}
+
 #[test]
 fn idle_line_stream_is_probed_with_a_heartbeat_op() {
     let mut h = subscribed();

@@ -146,7 +146,12 @@ pub struct StreamConfig {
     /// its own queue is short, so the rest wait here.
     pub max_send_queue: usize,
     /// An error response to a subscription or authentication crashes the stream with that
-    /// response as the reason (default true); otherwise it is only reported.
+    /// response as the reason (default true); otherwise it is only reported. Not for the
+    /// Betfair refusals that say try again: one for now (the account's connection limit,
+    /// throttling, a timeout, the server's own failure) ends the connection and the stream
+    /// connects again after the backoff ([`EndReason::RefusedForNow`](crate::EndReason)),
+    /// and a refused position (`INVALID_CLOCK`) is dropped and the subscription sent again
+    /// for a new image.
     pub crash_on_error_response: bool,
 }
 

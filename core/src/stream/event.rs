@@ -58,6 +58,11 @@ pub enum EndReason {
     /// A response configured as fatal (e.g. a refused subscription or authentication).
     #[error("fatal response: {}", String::from_utf8_lossy(.0))]
     FatalResponse(Bytes),
+    /// The server refused a request for now (Betfair `MAX_CONNECTION_LIMIT_EXCEEDED`,
+    /// `TOO_MANY_REQUESTS`, `TIMEOUT`, `UNEXPECTED_ERROR`, `CONNECTION_FAILED`): the stream
+    /// connects again after the backoff. The refusal as received.
+    #[error("refused for now: {}", String::from_utf8_lossy(.0))]
+    RefusedForNow(Bytes),
     /// A request the stream needs (Betfair authentication) could not be sent.
     #[error("could not send a required request: {0}")]
     RequestFailed(crate::error::StreamError),

@@ -58,6 +58,15 @@ impl Feed {
             _ => None,
         }
     }
+
+    /// The feed a subscription request of `kind` is for, if it is one.
+    fn of_request(kind: &RequestKind) -> Option<Self> {
+        match kind {
+            RequestKind::MarketSubscription => Some(Self::Markets),
+            RequestKind::OrderSubscription => Some(Self::Orders),
+            _ => None,
+        }
+    }
 }
 
 /// A control message waiting for the pacing budget.

@@ -3,7 +3,7 @@
 
 use super::clocks::Clocks;
 use super::config::BetfairAuth;
-use crate::route::RequestId;
+use crate::route::{head_str, RequestId};
 
 /// An outgoing control message: `before` + id as a JSON token + `after`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,6 +177,36 @@ pub(crate) fn betfair_subscription(
     Template {
         before: format!("{{\"op\":\"{op}\",\"id\":"),
         after,
+    }
+}
+
+/// What a Betfair `FAILURE` status asks of the stream, by its `errorCode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BetfairRefusal {
+    /// The server cannot serve the request now — the account's connection limit (an old
+    /// connection the server has not seen go yet), connection throttling, a timeout, its own
+    /// failure: connect again after the backoff, keeping subscriptions and positions.
+    ForNow,
+    /// The server does not know the position a subscription resumed from: subscribe again
+    /// from a new image. Resent as it was, it would be refused on every reconnect.
+    UnknownPosition,
+    /// Anything else — credentials, the request itself, a code this client does not know:
+    /// as configured (`crash_on_error_response`; a refused login always crashes).
+    Final,
+}
+
+/// How to take the Betfair status `payload` that refused a request.
+pub(crate) fn betfair_refusal(payload: &[u8]) -> BetfairRefusal {
+    match head_str(payload, b"errorCode") {
+        Some(
+            b"MAX_CONNECTION_LIMIT_EXCEEDED"
+            | b"TOO_MANY_REQUESTS"
+            | b"TIMEOUT"
+            | b"UNEXPECTED_ERROR"
+            | b"CONNECTION_FAILED",
+        ) => BetfairRefusal::ForNow,
+        Some(b"INVALID_CLOCK") => BetfairRefusal::UnknownPosition,
+        _ => BetfairRefusal::Final,
     }
 }
 

@@ -13,6 +13,7 @@ use crate::stream::clocks::Clocks;
 use crate::stream::config::Profile;
 use crate::stream::connection::{ConnEvent, Connection};
 use crate::stream::event::{EndReason, RequestKind, StreamEvent, StreamState};
+use crate::stream::profile::{self, BetfairRefusal};
 use crate::stream::timers::Timer;
 use crate::ws::CloseInitiator;
 
@@ -123,6 +124,23 @@ impl Stream {
                 | RequestKind::MarketSubscription
                 | RequestKind::OrderSubscription
         );
+        if is_error && matches!(self.config.profile, Profile::Betfair(_)) {
+            match (profile::betfair_refusal(&payload), Feed::of_request(&kind)) {
+                (BetfairRefusal::ForNow, _) => {
+                    return self.end_connection(EndReason::RefusedForNow(payload), now);
+                }
+                (BetfairRefusal::UnknownPosition, Some(feed)) => {
+                    tracing::warn!(host = %self.endpoint.host, ?feed, "position refused: a new image");
+                    self.clocks[feed as usize] = Clocks::default();
+                    // On this connection if the server keeps it, else on the next.
+                    if let Err(error) = self.send_betfair_subscription(feed, now) {
+                        tracing::debug!(host = %self.endpoint.host, %error, "resubscription waits");
+                    }
+                    return;
+                }
+                _ => {}
+            }
+        }
         let fatal = is_error
             && ((subscription && self.config.crash_on_error_response)
                 || kind == RequestKind::Authentication);
