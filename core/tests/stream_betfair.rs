@@ -247,6 +247,15 @@ fn a_refused_position_is_dropped_for_a_new_image() {
             .any(|e| matches!(e, StreamEvent::Crashed(_))),
         "not fatal"
     );
+    // The same refusal of a request with no position is final: sent again, it would be
+    // refused again, without end.
+    h.feed_line(r#"{"op":"status","id":5,"statusCode":"FAILURE","errorCode":"INVALID_CLOCK","connectionClosed":false}"#);
+    assert!(h.sent_lines().is_empty());
+    assert!(
+        matches!(h.state(), StreamState::Crashed(_)),
+        "{:?}",
+        h.state()
+    );
 }
 
 #[test]

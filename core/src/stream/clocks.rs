@@ -107,6 +107,11 @@ impl Clocks {
         }
     }
 
+    /// Whether a subscription request sends a position to resume from.
+    pub(crate) fn resumes(&self) -> bool {
+        !self.initial_clk().is_empty() || !self.clk().is_empty()
+    }
+
     /// The `initialClk` to resume from; empty before the subscription's first message.
     pub(crate) fn initial_clk(&self) -> &[u8] {
         if self.own {

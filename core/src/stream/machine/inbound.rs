@@ -129,7 +129,11 @@ impl Stream {
                 (BetfairRefusal::ForNow, _) => {
                     return self.end_connection(EndReason::RefusedForNow(payload), now);
                 }
-                (BetfairRefusal::UnknownPosition, Some(feed)) => {
+                // Only a request that resumed from a position: one without, refused the same
+                // way, would be sent again at once without end.
+                (BetfairRefusal::UnknownPosition, Some(feed))
+                    if self.clocks[feed as usize].resumes() =>
+                {
                     tracing::warn!(host = %self.endpoint.host, ?feed, "position refused: a new image");
                     self.clocks[feed as usize] = Clocks::default();
                     // On this connection if the server keeps it, else on the next.
