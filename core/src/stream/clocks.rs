@@ -87,21 +87,22 @@ impl Clocks {
             self.initial_clk.set(source, range);
             // The position starts at this image: an earlier `clk` is not after it.
             self.clk.len = 0;
-            self.segmenting = is_segment(message, b"SEG_START");
+            self.segmenting = segment_type(message) == Some(b"SEG_START");
             self.own = !self.segmenting;
         }
         !another
     }
 
     /// `message`, with a `clk`, arrived while a segmented image was under way: unless it is
-    /// a further segment, the image is whole (its last segment, `SEG_END`, or a message of no
+    /// a segment other than the last (the first too: one that carries its `clk` as well is
+    /// no more whole), the image is whole (its last segment, `SEG_END`, or a message of no
     /// segment at all: the segments are over) and its position the subscription's. Asked
     /// only of messages with a `clk` (the last segment carries it), which keeps the check
     /// inside the branch every message takes anyway: 2 instructions a message.
     #[cold]
     #[inline(never)]
     fn segment(&mut self, message: &[u8]) {
-        if !is_segment(message, b"SEG") {
+        if !matches!(segment_type(message), Some(b"SEG_START" | b"SEG")) {
             self.segmenting = false;
             self.own = true;
         }
@@ -131,10 +132,10 @@ impl Clocks {
     }
 }
 
-/// Whether `message`'s `segmentType` (among the keys before its first object or array, where
-/// Betfair puts it: before `mc`/`oc`) is `kind`.
-fn is_segment(message: &[u8], kind: &[u8]) -> bool {
-    head_str(message, b"segmentType") == Some(kind)
+/// `message`'s `segmentType`, looked for among the keys before its first object or array
+/// (where Betfair puts it: before `mc`/`oc`).
+fn segment_type(message: &[u8]) -> Option<&[u8]> {
+    head_str(message, b"segmentType")
 }
 
 /// One token's bytes.
@@ -272,6 +273,12 @@ mod tests {
         assert_eq!(read(&clocks), (String::new(), String::new()));
         record(&mut clocks, &segment("SEG", ""));
         record(&mut clocks, &segment("SEG", r#""clk":"Cmid","#));
+        assert_eq!(read(&clocks), (String::new(), String::new()));
+        // A first segment carrying a `clk` as well is no more whole.
+        record(
+            &mut clocks,
+            &segment("SEG_START", r#""id":2,"initialClk":"I1","clk":"C0","#),
+        );
         assert_eq!(read(&clocks), (String::new(), String::new()));
         record(&mut clocks, &segment("SEG_END", r#""clk":"C1","#));
         assert_eq!(read(&clocks), ("I1".into(), "C1".into()));
