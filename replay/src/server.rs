@@ -123,6 +123,8 @@ struct Shared {
     connections: AtomicU64,
     /// The only Betfair session token a login is accepted with; `None`: any.
     betfair_session: Mutex<Option<String>>,
+    /// Betfair logins still to refuse for now, as at the account's connection limit.
+    betfair_logins_to_refuse: AtomicU64,
 }
 
 impl Shared {
@@ -177,6 +179,7 @@ impl ReplayServer {
             total,
             connections: AtomicU64::new(0),
             betfair_session: Mutex::new(None),
+            betfair_logins_to_refuse: AtomicU64::new(0),
         };
         for p in &payloads {
             shared.encode(p, &mut encoded);
@@ -288,6 +291,18 @@ impl ReplayServer {
             .betfair_session
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(session.to_owned());
+    }
+}
+
+impl ReplayServer {
+    /// The next `count` Betfair logins are refused as Betfair refuses one at the account's
+    /// connection limit (`MAX_CONNECTION_LIMIT_EXCEEDED`, connection closed): what a client
+    /// whose streams reconnect together after a network blip meets while the server has not
+    /// yet seen their old connections go.
+    pub fn refuse_betfair_logins_for_now(&self, count: u64) {
+        self.shared
+            .betfair_logins_to_refuse
+            .store(count, Ordering::Relaxed);
     }
 }
 
@@ -677,6 +692,15 @@ impl Writer {
         Ok(Next::Continue)
     }
 
+    /// Whether this Betfair login is one [`ReplayServer::refuse_betfair_logins_for_now`]
+    /// still refuses (counting it).
+    fn login_refused_for_now(&self) -> bool {
+        self.shared
+            .betfair_logins_to_refuse
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
     /// Whether a Betfair login's session token is one [`ReplayServer::require_betfair_session`]
     /// accepts.
     fn session_accepted(&self, login: &str) -> bool {
@@ -738,6 +762,12 @@ impl Writer {
                 self.close_after_reply = true;
                 format!(
                     "{{\"op\":\"status\",\"id\":{id},\"statusCode\":\"FAILURE\",\"errorCode\":\"INVALID_SESSION_INFORMATION\",\"errorMessage\":\"Invalid session information\",\"connectionClosed\":true}}"
+                )
+            }
+            Some("authentication") if self.login_refused_for_now() => {
+                self.close_after_reply = true;
+                format!(
+                    "{{\"op\":\"status\",\"id\":{id},\"statusCode\":\"FAILURE\",\"errorCode\":\"MAX_CONNECTION_LIMIT_EXCEEDED\",\"errorMessage\":\"You have exceeded your max connection limit which is: 10 connection(s).\",\"connectionClosed\":true}}"
                 )
             }
             Some("authentication" | "heartbeat") => ok,

@@ -675,6 +675,59 @@ pub fn a_renewed_betfair_session_is_used_after_a_reconnect(adapter: &dyn Adapter
     }
 }
 
+/// Betfair refuses the logins of a client at its account's connection limit (a network blip:
+/// the server has not seen the old connections go yet): the stream tries again after the
+/// backoff, keeps its subscription, and data flows once a login is taken — it used to crash
+/// on the first refusal.
+pub fn a_betfair_login_refused_for_now_is_tried_again(adapter: &dyn Adapter) {
+    const REFUSED: u64 = 2;
+    let srv = replay(ReplayConfig {
+        count: Some(100),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::BetfairMcm)
+    });
+    srv.refuse_betfair_logins_for_now(REFUSED);
+    let auth = BetfairAuth {
+        app_key: "k".into(),
+        session: "s".into(),
+    };
+    let mut config = StreamConfig::betfair(&srv.url(), auth);
+    config.reconnect.initial_delay = Duration::from_millis(10);
+    let mut s = start(adapter, config, &srv);
+    s.subscribe_markets(BetfairSubscription {
+        filter_json: r#"{"marketIds":["1.2345"]}"#.into(),
+        data_filter_json: None,
+        heartbeat_ms: None,
+        conflate_ms: None,
+    })
+    .unwrap();
+    let (mut refused, mut data) = (0, 0);
+    while let Some(e) = next(s.as_mut()) {
+        match e {
+            StreamEvent::Reconnecting {
+                reason: EndReason::RefusedForNow(refusal),
+                ..
+            } => {
+                let refusal = String::from_utf8_lossy(&refusal);
+                assert!(
+                    refusal.contains("MAX_CONNECTION_LIMIT_EXCEEDED"),
+                    "{refusal}"
+                );
+                refused += 1;
+            }
+            StreamEvent::Data { .. } => {
+                data += 1;
+                if data == 100 {
+                    s.stop();
+                }
+            }
+            StreamEvent::Crashed(reason) => panic!("crashed: {reason}"),
+            _ => {}
+        }
+    }
+    assert_eq!((refused, data), (REFUSED, 100));
+}
+
 /// A server that accepts and never answers the handshake: the connect timeout.
 pub fn unanswered_handshake_hits_the_connect_timeout(adapter: &dyn Adapter) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -976,6 +1029,7 @@ macro_rules! adapter_scenarios {
             interop_echo_0_bytes_to_1_mib,
             host_names_are_resolved,
             a_renewed_betfair_session_is_used_after_a_reconnect,
+            a_betfair_login_refused_for_now_is_tried_again,
         );
     };
     (@each $adapter:expr; $($name:ident),* $(,)?) => {
