@@ -429,20 +429,23 @@ impl Stream {
 }
 
 /// A stream dropped before it ended — its driver's future dropped (a `select!`), its runtime
-/// shut down, its owner unwinding from a panic in a handler — says so in its statistics:
-/// closed, or crashed when dropped while unwinding. Else they would read "open" for good,
-/// their rates falling to zero as if the market had gone quiet.
+/// shut down, a loop shut down while its Close waits for the answer, its owner unwinding
+/// from a panic in a handler — says so in its statistics: closed, or crashed when dropped
+/// while unwinding. Else they would read "open" (or "closing") for good, their rates falling
+/// to zero as if the market had gone quiet.
 impl Drop for Stream {
     fn drop(&mut self) {
         if self.state.is_terminal() {
             return;
         }
         let panicking = std::thread::panicking();
-        tracing::warn!(
-            host = %self.endpoint.host,
-            panicking,
-            "stream dropped before it ended"
-        );
+        let host = &self.endpoint.host;
+        if self.stop_requested && !panicking {
+            // Stopped, its Close not answered yet (a loop shutting down does not wait).
+            tracing::debug!(%host, "stream dropped while closing");
+        } else {
+            tracing::warn!(%host, panicking, "stream dropped before it ended");
+        }
         self.stats
             .publish_state(if panicking { CRASHED_CODE } else { CLOSED_CODE });
     }
