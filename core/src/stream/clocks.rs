@@ -95,14 +95,16 @@ impl Clocks {
 
     /// `message`, with a `clk`, arrived while a segmented image was under way: unless it is
     /// a segment other than the last (the first too: one that carries its `clk` as well is
-    /// no more whole), the image is whole (its last segment, `SEG_END`, or a message of no
+    /// no more whole) or a heartbeat (which says nothing of the image), the image is whole (its last segment, `SEG_END`, or a message of no
     /// segment at all: the segments are over) and its position the subscription's. Asked
     /// only of messages with a `clk` (the last segment carries it), which keeps the check
     /// inside the branch every message takes anyway: 2 instructions a message.
     #[cold]
     #[inline(never)]
     fn segment(&mut self, message: &[u8]) {
-        if !matches!(segment_type(message), Some(b"SEG_START" | b"SEG")) {
+        let goes_on = matches!(segment_type(message), Some(b"SEG_START" | b"SEG"))
+            || head_str(message, b"ct") == Some(b"HEARTBEAT");
+        if !goes_on {
             self.segmenting = false;
             self.own = true;
         }
@@ -273,6 +275,10 @@ mod tests {
         assert_eq!(read(&clocks), (String::new(), String::new()));
         record(&mut clocks, &segment("SEG", ""));
         record(&mut clocks, &segment("SEG", r#""clk":"Cmid","#));
+        record(
+            &mut clocks,
+            r#"{"op":"mcm","id":2,"ct":"HEARTBEAT","clk":"Cbeat","pt":1}"#,
+        );
         assert_eq!(read(&clocks), (String::new(), String::new()));
         // A first segment carrying a `clk` as well is no more whole.
         record(
@@ -299,8 +305,9 @@ mod tests {
         );
         assert_eq!(read(&clocks), (String::new(), String::new()));
 
-        // Segments end with the first message with a `clk` that is not one: an image whole
-        // in one message, or anything after a last segment that never said it was.
+        // Segments end with the first message with a `clk` that is neither one nor a
+        // heartbeat: an image whole in one message, or data after a last segment that never
+        // said it was.
         record(
             &mut clocks,
             &segment("SEG_START", r#""id":4,"initialClk":"I5","#),
