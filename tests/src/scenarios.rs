@@ -615,6 +615,16 @@ pub fn silence_after_data_hits_the_idle_timeout(adapter: &dyn Adapter) {
     assert_eq!(reason, Some(EndReason::IdleTimeout));
 }
 
+/// A Betfair subscription to one market, all fields as the server defaults them.
+fn one_market() -> BetfairSubscription {
+    BetfairSubscription {
+        filter_json: r#"{"marketIds":["1.2345"]}"#.into(),
+        data_filter_json: None,
+        heartbeat_ms: None,
+        conflate_ms: None,
+    }
+}
+
 /// A Betfair session token renewed by a new login while the stream runs: with the new
 /// token set on the stream, the login after a reconnect succeeds and data flows on; without,
 /// that login is refused (`INVALID_SESSION_INFORMATION`, as Betfair refuses an expired
@@ -636,13 +646,7 @@ pub fn a_renewed_betfair_session_is_used_after_a_reconnect(adapter: &dyn Adapter
         let mut config = StreamConfig::betfair(&srv.url(), auth("first"));
         config.timeouts.idle = Some(Duration::from_secs(1));
         let mut s = start(adapter, config, &srv);
-        s.subscribe_markets(BetfairSubscription {
-            filter_json: r#"{"marketIds":["1.2345"]}"#.into(),
-            data_filter_json: None,
-            heartbeat_ms: None,
-            conflate_ms: None,
-        })
-        .unwrap();
+        s.subscribe_markets(one_market()).unwrap();
         wait_for(s.as_mut(), |e| *e == StreamEvent::Authenticated);
         srv.require_betfair_session("renewed");
         if renew_on_the_stream {
@@ -694,13 +698,7 @@ pub fn a_betfair_login_refused_for_now_is_tried_again(adapter: &dyn Adapter) {
     let mut config = StreamConfig::betfair(&srv.url(), auth);
     config.reconnect.initial_delay = Duration::from_millis(10);
     let mut s = start(adapter, config, &srv);
-    s.subscribe_markets(BetfairSubscription {
-        filter_json: r#"{"marketIds":["1.2345"]}"#.into(),
-        data_filter_json: None,
-        heartbeat_ms: None,
-        conflate_ms: None,
-    })
-    .unwrap();
+    s.subscribe_markets(one_market()).unwrap();
     let (mut refused, mut data) = (0, 0);
     while let Some(e) = next(s.as_mut()) {
         match e {

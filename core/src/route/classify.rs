@@ -764,8 +764,14 @@ fn judge(head: &[u8], c: &Compiled, values: &[Option<Value>]) -> Verdict {
 /// The value of the first top-level `key` of the object `payload` opens, walking all of it
 /// (nested objects and arrays skipped whole); `None` if the walk meets no such key.
 fn top_level_value(payload: &[u8], key: &[u8]) -> Option<Value> {
+    first_value(payload, key, false)
+}
+
+/// The value of the first top-level `key` of the object `payload` opens, the walk stopping at
+/// the first object or array value when `stop_at_composite`.
+fn first_value(payload: &[u8], key: &[u8], stop_at_composite: bool) -> Option<Value> {
     let mut found = None;
-    for_each_pair(payload, false, |k, value| {
+    for_each_pair(payload, stop_at_composite, |k, value| {
         if payload[k] != *key {
             return true;
         }
@@ -789,15 +795,7 @@ pub(crate) fn top_level_int(payload: &[u8], key: &[u8]) -> Option<u64> {
 /// or array value (so the cost never depends on the nested content); `None` if there is no
 /// such key there or its value is not a string.
 pub(crate) fn head_str<'a>(payload: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
-    let mut found = None;
-    for_each_pair(payload, true, |k, value| {
-        if payload[k] != *key {
-            return true;
-        }
-        found = Some(value);
-        false
-    });
-    match found? {
+    match first_value(payload, key, true)? {
         Value::Str(r) => payload.get(r),
         _ => None,
     }
