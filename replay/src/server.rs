@@ -292,9 +292,7 @@ impl ReplayServer {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(session.to_owned());
     }
-}
 
-impl ReplayServer {
     /// The next `count` Betfair logins are refused as Betfair refuses one at the account's
     /// connection limit (`MAX_CONNECTION_LIMIT_EXCEEDED`, connection closed): what a client
     /// whose streams reconnect together after a network blip meets while the server has not

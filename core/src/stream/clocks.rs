@@ -95,10 +95,11 @@ impl Clocks {
 
     /// `message`, with a `clk`, arrived while a segmented image was under way: unless it is
     /// a segment other than the last (the first too: one that carries its `clk` as well is
-    /// no more whole) or a heartbeat (which says nothing of the image), the image is whole (its last segment, `SEG_END`, or a message of no
-    /// segment at all: the segments are over) and its position the subscription's. Asked
-    /// only of messages with a `clk` (the last segment carries it), which keeps the check
-    /// inside the branch every message takes anyway: 2 instructions a message.
+    /// no more whole) or a heartbeat (which says nothing of the image), the image is whole
+    /// (its last segment, `SEG_END`, or a message of no segment at all: the segments are
+    /// over) and its position the subscription's. Asked only of messages with a `clk` (the
+    /// last segment carries it), which keeps the check inside the branch every message takes
+    /// anyway: 2 instructions a message.
     #[cold]
     #[inline(never)]
     fn segment(&mut self, message: &[u8]) {

@@ -134,11 +134,13 @@ impl Stream {
                 (BetfairRefusal::UnknownPosition, Some(feed))
                     if self.clocks[feed as usize].resumes() =>
                 {
-                    tracing::warn!(host = %self.endpoint.host, ?feed, "position refused: a new image");
+                    let host = &self.endpoint.host;
+                    tracing::warn!(%host, ?feed, "position refused: a new image");
                     self.clocks[feed as usize] = Clocks::default();
                     // On this connection if the server keeps it, else on the next.
                     if let Err(error) = self.send_betfair_subscription(feed, now) {
-                        tracing::debug!(host = %self.endpoint.host, %error, "resubscription waits");
+                        let host = &self.endpoint.host;
+                        tracing::debug!(%host, %error, "resubscription waits");
                     }
                     return;
                 }
