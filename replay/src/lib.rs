@@ -14,5 +14,5 @@ mod wire;
 
 pub use child::{root_store_of, serve_if_child, ChildServer, CHILD_ARG};
 pub use pki::TestPki;
-pub use scenario::Scenario;
+pub use scenario::{Scenario, BETFAIR_IMAGE_CLK};
 pub use server::{sent_at_us, Fault, Mode, ReplayConfig, ReplayServer, STAMP_WITHIN};

@@ -4,6 +4,10 @@ use bytes::Bytes;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
+/// The `initialClk` of the `betfair_mcm` image (a connection answering a subscription with
+/// another id than its lines were made with appends that id: each image has its own).
+pub const BETFAIR_IMAGE_CLK: &str = "G1FwiqK2G4Qb";
+
 /// A named workload: payload shape and message count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scenario {
@@ -244,7 +248,7 @@ impl Gen {
         if i == 0 {
             // The subscription's first message: its image, with the position to resume from.
             return format!(
-                "{{\"op\":\"mcm\",\"id\":2,\"initialClk\":\"G1FwiqK2G4Qb\",\"clk\":\"AAAA{i:06}\",\"conflateMs\":0,\"heartbeatMs\":5000,\"pt\":{},\"ct\":\"SUB_IMAGE\",\"mc\":[{{\"id\":\"1.{}\",\"rc\":[{rc}],\"img\":true}}]}}",
+                "{{\"op\":\"mcm\",\"id\":2,\"initialClk\":\"{BETFAIR_IMAGE_CLK}\",\"clk\":\"AAAA{i:06}\",\"conflateMs\":0,\"heartbeatMs\":5000,\"pt\":{},\"ct\":\"SUB_IMAGE\",\"mc\":[{{\"id\":\"1.{}\",\"rc\":[{rc}],\"img\":true}}]}}",
                 T0 + i as u64,
                 200_000_000 + self.below(50)
             );

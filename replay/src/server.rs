@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::pki::TestPki;
 use crate::scenario::Scenario;
+use crate::scenario::BETFAIR_IMAGE_CLK;
 use crate::wire::{self, ClientFrame};
 
 /// Bytes per write in firehose mode (whole frames or lines only).
@@ -114,17 +115,60 @@ impl ReplayConfig {
 #[derive(Debug)]
 struct Shared {
     config: ReplayConfig,
-    payloads: Vec<Bytes>,
-    /// Every distinct payload encoded (frame or line), back to back.
-    encoded: Bytes,
-    /// `offsets[i]..offsets[i + 1]` is payload `i` encoded.
-    offsets: Vec<usize>,
+    /// The messages every connection sends, unless it re-encodes its own (a Betfair
+    /// subscription with another id than the payloads carry).
+    cycle: Arc<Cycle>,
     total: usize,
     connections: AtomicU64,
     /// The only Betfair session token a login is accepted with; `None`: any.
     betfair_session: Mutex<Option<String>>,
     /// Betfair logins still to refuse for now, as at the account's connection limit.
     betfair_logins_to_refuse: AtomicU64,
+    /// Every Betfair subscription request received, in order.
+    betfair_subscriptions: Mutex<Vec<String>>,
+}
+
+/// The distinct payloads a connection cycles through, each encoded (frame or line).
+#[derive(Debug)]
+struct Cycle {
+    payloads: Vec<Bytes>,
+    /// Every payload encoded, back to back.
+    encoded: Bytes,
+    /// `offsets[i]..offsets[i + 1]` is payload `i` encoded.
+    offsets: Vec<usize>,
+}
+
+impl Cycle {
+    /// Payload `i` encoded.
+    fn encoded(&self, i: usize) -> &[u8] {
+        &self.encoded[self.offsets[i]..self.offsets[i + 1]]
+    }
+}
+
+/// The request id the Betfair payloads are made with: a fresh client's first subscription
+/// (its login is request 1).
+const BETFAIR_PAYLOAD_ID: &str = "2";
+
+/// `payload` as the answer to the Betfair subscription request `id`: Betfair echoes the id in
+/// every change message, and each image has a position of its own (its `initialClk`, here
+/// the made-up one with the id appended). Payloads that do not open with the made-up id are
+/// kept.
+fn with_betfair_id(payload: &Bytes, id: &str) -> Bytes {
+    let made = format!("{{\"op\":\"mcm\",\"id\":{BETFAIR_PAYLOAD_ID},");
+    let Some(rest) = payload.strip_prefix(made.as_bytes()) else {
+        return payload.clone();
+    };
+    let mut out = format!("{{\"op\":\"mcm\",\"id\":{id},").into_bytes();
+    let image = format!("\"initialClk\":\"{BETFAIR_IMAGE_CLK}");
+    match rest.strip_prefix(image.as_bytes()) {
+        Some(after) => {
+            out.extend_from_slice(image.as_bytes());
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(after);
+        }
+        None => out.extend_from_slice(rest),
+    }
+    Bytes::from(out)
 }
 
 impl Shared {
@@ -132,11 +176,26 @@ impl Shared {
     /// first after it opened the connection when the scenario [opens with
     /// it](Scenario::opens_once).
     fn index(&self, sent: usize) -> usize {
-        let n = self.payloads.len();
+        let n = self.cycle.payloads.len();
         if self.config.scenario.opens_once() && sent > 0 && n > 1 {
             1 + (sent - 1) % (n - 1)
         } else {
             sent % n
+        }
+    }
+
+    /// `payloads` encoded for this server's connections.
+    fn cycle(&self, payloads: Vec<Bytes>) -> Cycle {
+        let mut encoded = Vec::new();
+        let mut offsets = vec![0];
+        for p in &payloads {
+            self.encode(p, &mut encoded);
+            offsets.push(encoded.len());
+        }
+        Cycle {
+            payloads,
+            encoded: Bytes::from(encoded),
+            offsets,
         }
     }
 
@@ -169,25 +228,20 @@ impl ReplayServer {
     pub fn start(config: ReplayConfig) -> io::Result<Self> {
         let payloads = config.scenario.payloads(config.seed);
         let total = config.count.unwrap_or(config.scenario.default_count());
-        let mut encoded = Vec::new();
-        let mut offsets = vec![0];
         let mut shared = Shared {
             config: config.clone(),
-            payloads: Vec::new(),
-            encoded: Bytes::new(),
-            offsets: Vec::new(),
+            cycle: Arc::new(Cycle {
+                payloads: Vec::new(),
+                encoded: Bytes::new(),
+                offsets: vec![0],
+            }),
             total,
             connections: AtomicU64::new(0),
             betfair_session: Mutex::new(None),
             betfair_logins_to_refuse: AtomicU64::new(0),
+            betfair_subscriptions: Mutex::new(Vec::new()),
         };
-        for p in &payloads {
-            shared.encode(p, &mut encoded);
-            offsets.push(encoded.len());
-        }
-        shared.payloads = payloads;
-        shared.encoded = Bytes::from(encoded);
-        shared.offsets = offsets;
+        shared.cycle = Arc::new(shared.cycle(payloads));
         let shared = Arc::new(shared);
         let pki = if config.tls {
             Some(TestPki::generate().map_err(io::Error::other)?)
@@ -268,13 +322,13 @@ impl ReplayServer {
 
     /// The distinct payloads (message `i` is [`payload(i)`](Self::payload)).
     pub fn payloads(&self) -> &[Bytes] {
-        &self.shared.payloads
+        &self.shared.cycle.payloads
     }
 
     /// The payload of a connection's message `i` (from 0): the payloads in turn, the first
     /// once only when the scenario [opens with it](Scenario::opens_once).
     pub fn payload(&self, i: usize) -> &Bytes {
-        &self.shared.payloads[self.shared.index(i)]
+        &self.shared.cycle.payloads[self.shared.index(i)]
     }
 
     /// Connections accepted so far.
@@ -291,6 +345,15 @@ impl ReplayServer {
             .betfair_session
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(session.to_owned());
+    }
+
+    /// Every Betfair subscription request received so far, as sent, in order.
+    pub fn betfair_subscriptions(&self) -> Vec<String> {
+        self.shared
+            .betfair_subscriptions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The next `count` Betfair logins are refused as Betfair refuses one at the account's
@@ -424,6 +487,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         }
     });
     let result = Writer {
+        cycle: Arc::clone(&shared.cycle),
         shared,
         started: start_now,
         silent: false,
@@ -442,6 +506,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
 
 struct Writer {
     shared: Arc<Shared>,
+    /// The messages this connection sends: the shared ones, or its own re-encoding.
+    cycle: Arc<Cycle>,
     started: bool,
     silent: bool,
     /// Gone half-open (`Fault::GoSilent`): client frames get no answer.
@@ -542,9 +608,7 @@ impl Writer {
     async fn fault_due<W: AsyncWrite + Unpin>(&mut self, wr: &mut W) -> io::Result<Next> {
         match self.shared.config.fault {
             Some(Fault::CloseMidFrame { after }) if self.sent == after => {
-                let i = self.shared.index(self.sent);
-                let frame =
-                    &self.shared.encoded[self.shared.offsets[i]..self.shared.offsets[i + 1]];
+                let frame = self.cycle.encoded(self.shared.index(self.sent));
                 wr.write_all(&frame[..frame.len() / 2]).await?;
                 wr.flush().await?;
                 wr.shutdown().await?;
@@ -578,14 +642,14 @@ impl Writer {
             return Ok(Next::Done);
         }
         let limit = self.limit(self.shared.total);
-        let n = self.shared.payloads.len();
+        let n = self.cycle.payloads.len();
         let first = self.shared.index(self.sent);
         let mut last = first;
         let mut count = 0;
         // Consecutive payloads are contiguous in `encoded` until the cycle wraps.
         while self.sent + count < limit
             && last < n
-            && self.shared.offsets[last + 1] - self.shared.offsets[first] <= BATCH.max(1)
+            && self.cycle.offsets[last + 1] - self.cycle.offsets[first] <= BATCH.max(1)
         {
             last += 1;
             count += 1;
@@ -596,10 +660,8 @@ impl Writer {
             count = 1;
         }
         if count > 0 {
-            wr.write_all(
-                &self.shared.encoded[self.shared.offsets[first]..self.shared.offsets[last]],
-            )
-            .await?;
+            wr.write_all(&self.cycle.encoded[self.cycle.offsets[first]..self.cycle.offsets[last]])
+                .await?;
             self.sent += count;
         }
         self.fault_due(wr).await
@@ -624,7 +686,7 @@ impl Writer {
         let mut stamps = Vec::new();
         let mut stamped = Vec::new();
         while self.sent < limit {
-            let p = &self.shared.payloads[self.shared.index(self.sent)];
+            let p = &self.cycle.payloads[self.shared.index(self.sent)];
             let at = stamp_offset(p);
             stamped.clear();
             stamped.extend_from_slice(&p[..at]);
@@ -769,7 +831,22 @@ impl Writer {
                 )
             }
             Some("authentication" | "heartbeat") => ok,
-            Some("marketSubscription" | "orderSubscription") => {
+            Some(op @ ("marketSubscription" | "orderSubscription")) => {
+                self.shared
+                    .betfair_subscriptions
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(text.to_owned());
+                if op == "marketSubscription" {
+                    // Betfair echoes the subscription's id in every change message.
+                    self.cycle = if id == BETFAIR_PAYLOAD_ID {
+                        Arc::clone(&self.shared.cycle)
+                    } else {
+                        let made = self.shared.cycle.payloads.iter();
+                        let payloads = made.map(|p| with_betfair_id(p, id)).collect();
+                        Arc::new(self.shared.cycle(payloads))
+                    };
+                }
                 self.started = true;
                 self.silent = matches!(self.shared.config.fault, Some(Fault::SilenceAfterSubscribe));
                 ok

@@ -11,7 +11,7 @@ use feedwire_core::{
     BetfairAuth, BetfairSubscription, CloseInitiator, EndReason, Error, HandshakeError,
     RequestKind, StreamConfig, StreamEvent,
 };
-use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario};
+use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario, BETFAIR_IMAGE_CLK};
 
 use crate::adapter::{Adapter, Session};
 
@@ -726,6 +726,66 @@ pub fn a_betfair_login_refused_for_now_is_tried_again(adapter: &dyn Adapter) {
     assert_eq!((refused, data), (REFUSED, 100));
 }
 
+/// Each connection is cut mid-line after `CUT` lines: every resubscription resumes from the
+/// `clk` of the last line the application got — nothing missed, nothing twice — and from the
+/// image of the connection before (the replay echoes each subscription's id in its lines, as
+/// Betfair does, so a reconnected stream takes the new connection's image as its own).
+pub fn a_betfair_stream_resumes_from_the_last_line_it_delivered(adapter: &dyn Adapter) {
+    const CUT: usize = 300;
+    let srv = replay(ReplayConfig {
+        fault: Some(Fault::CloseMidFrame { after: CUT }),
+        ..ReplayConfig::new(Scenario::BetfairMcm)
+    });
+    let auth = BetfairAuth {
+        app_key: "k".into(),
+        session: "s".into(),
+    };
+    let mut config = StreamConfig::betfair(&srv.url(), auth);
+    config.reconnect.initial_delay = Duration::from_millis(10);
+    let mut s = start(adapter, config, &srv);
+    s.subscribe_markets(one_market()).unwrap();
+    let clk_of = |line: &[u8]| {
+        let line = String::from_utf8_lossy(line);
+        let start = line.find(r#""clk":""#).expect("a clk") + 7;
+        let len = line[start..].find('"').expect("its end");
+        line[start..start + len].to_owned()
+    };
+    // Per connection: the lines delivered, and the last one's `clk`.
+    let (mut last_clk, mut cut_at, mut data) = (String::new(), Vec::new(), 0);
+    while let Some(e) = next(s.as_mut()) {
+        match e {
+            StreamEvent::Data { payload, .. } => {
+                data += 1;
+                last_clk = clk_of(&payload);
+                if cut_at.len() == 2 {
+                    s.stop();
+                }
+            }
+            StreamEvent::Reconnecting { .. } => {
+                assert_eq!(data, CUT, "every whole line of a cut connection");
+                cut_at.push(last_clk.clone());
+                data = 0;
+            }
+            StreamEvent::Crashed(reason) => panic!("crashed: {reason}"),
+            _ => {}
+        }
+    }
+    let subscriptions = srv.betfair_subscriptions();
+    assert_eq!(subscriptions.len(), 3, "{subscriptions:?}");
+    assert!(!subscriptions[0].contains("clk"), "{}", subscriptions[0]);
+    // The images: the first connection's (request 2), the second's (request 4, after the
+    // login that is request 3).
+    for (resubscription, (clk, image)) in
+        subscriptions[1..].iter().zip(cut_at.iter().zip(["", "4"]))
+    {
+        let position = format!(r#""initialClk":"{BETFAIR_IMAGE_CLK}{image}","clk":"{clk}"}}"#);
+        assert!(
+            resubscription.ends_with(&position),
+            "{resubscription} after {clk}"
+        );
+    }
+}
+
 /// A server that accepts and never answers the handshake: the connect timeout.
 pub fn unanswered_handshake_hits_the_connect_timeout(adapter: &dyn Adapter) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1028,6 +1088,7 @@ macro_rules! adapter_scenarios {
             host_names_are_resolved,
             a_renewed_betfair_session_is_used_after_a_reconnect,
             a_betfair_login_refused_for_now_is_tried_again,
+            a_betfair_stream_resumes_from_the_last_line_it_delivered,
         );
     };
     (@each $adapter:expr; $($name:ident),* $(,)?) => {
