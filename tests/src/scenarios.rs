@@ -625,6 +625,19 @@ fn one_market() -> BetfairSubscription {
     }
 }
 
+/// A Betfair stream to `srv` subscribed to [`one_market`], reconnecting after 10 ms at first.
+fn subscribed_to_one_market(adapter: &dyn Adapter, srv: &ReplayServer) -> Box<dyn Session> {
+    let auth = BetfairAuth {
+        app_key: "k".into(),
+        session: "s".into(),
+    };
+    let mut config = StreamConfig::betfair(&srv.url(), auth);
+    config.reconnect.initial_delay = Duration::from_millis(10);
+    let mut s = start(adapter, config, srv);
+    s.subscribe_markets(one_market()).unwrap();
+    s
+}
+
 /// A Betfair session token renewed by a new login while the stream runs: with the new
 /// token set on the stream, the login after a reconnect succeeds and data flows on; without,
 /// that login is refused (`INVALID_SESSION_INFORMATION`, as Betfair refuses an expired
@@ -691,14 +704,7 @@ pub fn a_betfair_login_refused_for_now_is_tried_again(adapter: &dyn Adapter) {
         ..ReplayConfig::new(Scenario::BetfairMcm)
     });
     srv.refuse_betfair_logins_for_now(REFUSED);
-    let auth = BetfairAuth {
-        app_key: "k".into(),
-        session: "s".into(),
-    };
-    let mut config = StreamConfig::betfair(&srv.url(), auth);
-    config.reconnect.initial_delay = Duration::from_millis(10);
-    let mut s = start(adapter, config, &srv);
-    s.subscribe_markets(one_market()).unwrap();
+    let mut s = subscribed_to_one_market(adapter, &srv);
     let (mut refused, mut data) = (0, 0);
     while let Some(e) = next(s.as_mut()) {
         match e {
@@ -736,14 +742,7 @@ pub fn a_betfair_stream_resumes_from_the_last_line_it_delivered(adapter: &dyn Ad
         fault: Some(Fault::CloseMidFrame { after: CUT }),
         ..ReplayConfig::new(Scenario::BetfairMcm)
     });
-    let auth = BetfairAuth {
-        app_key: "k".into(),
-        session: "s".into(),
-    };
-    let mut config = StreamConfig::betfair(&srv.url(), auth);
-    config.reconnect.initial_delay = Duration::from_millis(10);
-    let mut s = start(adapter, config, &srv);
-    s.subscribe_markets(one_market()).unwrap();
+    let mut s = subscribed_to_one_market(adapter, &srv);
     let clk_of = |line: &[u8]| {
         let line = String::from_utf8_lossy(line);
         let start = line.find(r#""clk":""#).expect("a clk") + 7;
