@@ -4,6 +4,11 @@ use bytes::Bytes;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
+/// The subscription request id the `betfair_mcm` lines carry: a fresh client's first
+/// subscription (its login is request 1). A connection answering another id re-encodes its
+/// lines with that one, as Betfair echoes the id.
+pub(crate) const BETFAIR_REQUEST_ID: &str = "2";
+
 /// The `initialClk` of the `betfair_mcm` image (a connection answering a subscription with
 /// another id than its lines were made with appends that id: each image has its own).
 pub const BETFAIR_IMAGE_CLK: &str = "G1FwiqK2G4Qb";
@@ -227,7 +232,7 @@ impl Gen {
         let heartbeat = i % 50 == 49;
         if heartbeat {
             return format!(
-                "{{\"op\":\"mcm\",\"id\":2,\"ct\":\"HEARTBEAT\",\"clk\":\"AAAA{i:06}\",\"pt\":{}}}",
+                "{{\"op\":\"mcm\",\"id\":{BETFAIR_REQUEST_ID},\"ct\":\"HEARTBEAT\",\"clk\":\"AAAA{i:06}\",\"pt\":{}}}",
                 T0 + i as u64
             );
         }
@@ -248,13 +253,13 @@ impl Gen {
         if i == 0 {
             // The subscription's first message: its image, with the position to resume from.
             return format!(
-                "{{\"op\":\"mcm\",\"id\":2,\"initialClk\":\"{BETFAIR_IMAGE_CLK}\",\"clk\":\"AAAA{i:06}\",\"conflateMs\":0,\"heartbeatMs\":5000,\"pt\":{},\"ct\":\"SUB_IMAGE\",\"mc\":[{{\"id\":\"1.{}\",\"rc\":[{rc}],\"img\":true}}]}}",
+                "{{\"op\":\"mcm\",\"id\":{BETFAIR_REQUEST_ID},\"initialClk\":\"{BETFAIR_IMAGE_CLK}\",\"clk\":\"AAAA{i:06}\",\"conflateMs\":0,\"heartbeatMs\":5000,\"pt\":{},\"ct\":\"SUB_IMAGE\",\"mc\":[{{\"id\":\"1.{}\",\"rc\":[{rc}],\"img\":true}}]}}",
                 T0 + i as u64,
                 200_000_000 + self.below(50)
             );
         }
         format!(
-            "{{\"op\":\"mcm\",\"id\":2,\"clk\":\"AAAA{i:06}\",\"pt\":{},\"mc\":[{{\"id\":\"1.{}\",\"rc\":[{rc}]}}]}}",
+            "{{\"op\":\"mcm\",\"id\":{BETFAIR_REQUEST_ID},\"clk\":\"AAAA{i:06}\",\"pt\":{},\"mc\":[{{\"id\":\"1.{}\",\"rc\":[{rc}]}}]}}",
             T0 + i as u64,
             200_000_000 + self.below(50)
         )

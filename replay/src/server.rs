@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::pki::TestPki;
 use crate::scenario::Scenario;
-use crate::scenario::BETFAIR_IMAGE_CLK;
+use crate::scenario::{BETFAIR_IMAGE_CLK, BETFAIR_REQUEST_ID};
 use crate::wire::{self, ClientFrame};
 
 /// Bytes per write in firehose mode (whole frames or lines only).
@@ -145,16 +145,12 @@ impl Cycle {
     }
 }
 
-/// The request id the Betfair payloads are made with: a fresh client's first subscription
-/// (its login is request 1).
-const BETFAIR_PAYLOAD_ID: &str = "2";
-
 /// `payload` as the answer to the Betfair subscription request `id`: Betfair echoes the id in
 /// every change message, and each image has a position of its own (its `initialClk`, here
 /// the made-up one with the id appended). Payloads that do not open with the made-up id are
 /// kept.
 fn with_betfair_id(payload: &Bytes, id: &str) -> Bytes {
-    let made = format!("{{\"op\":\"mcm\",\"id\":{BETFAIR_PAYLOAD_ID},");
+    let made = format!("{{\"op\":\"mcm\",\"id\":{BETFAIR_REQUEST_ID},");
     let Some(rest) = payload.strip_prefix(made.as_bytes()) else {
         return payload.clone();
     };
@@ -839,7 +835,7 @@ impl Writer {
                     .push(text.to_owned());
                 if op == "marketSubscription" {
                     // Betfair echoes the subscription's id in every change message.
-                    self.cycle = if id == BETFAIR_PAYLOAD_ID {
+                    self.cycle = if id == BETFAIR_REQUEST_ID {
                         Arc::clone(&self.shared.cycle)
                     } else {
                         let made = self.shared.cycle.payloads.iter();
