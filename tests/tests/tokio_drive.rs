@@ -426,3 +426,40 @@ fn a_dropped_or_panicked_stream_is_not_left_open_in_its_statistics() {
     assert!(joined.expect_err("the handler panicked").is_panic());
     assert_eq!(handle.stats().state, 6, "crashed");
 }
+
+/// `stop()` and, at once, the runtime's end (a `main` that stops its stream and returns):
+/// the Close still reaches the server — the stream's task, dropped with the runtime, writes
+/// it if the socket takes it then. It used to go nowhere: the stop was still a command in
+/// the channel when the task went. The runtime's end alone closes the same way; a `crash()`
+/// right before it sends nothing, as a crash does.
+#[test]
+fn a_stop_right_before_the_runtime_ends_still_sends_the_close() {
+    for (last, heard_then) in [("stop", &[8u8][..]), ("nothing", &[8]), ("crash", &[])] {
+        let (addr, heard, server) = mute_server();
+        let rt = current_thread();
+        let handle = rt.block_on(async {
+            let config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+            let (handle, mut events) =
+                feedwire_tokio::connect(config, TokioOptions::default()).expect("ok");
+            loop {
+                match tokio::time::timeout(Duration::from_secs(10), events.next()).await {
+                    Ok(Some(StreamEvent::Opened { .. })) => break handle,
+                    Ok(Some(_)) => {}
+                    other => panic!("not opened: {other:?}"),
+                }
+            }
+        });
+        match last {
+            "stop" => handle.stop(),
+            "crash" => handle.crash("given up"),
+            _ => {}
+        }
+        drop(rt);
+        server.join().expect("server");
+        assert_eq!(
+            *heard.opcodes.lock().expect("lock"),
+            heard_then,
+            "after {last}"
+        );
+    }
+}

@@ -147,10 +147,38 @@ impl Driver<Unlent> {
 /// task — DNS, TCP, the TLS handshake — has no deadline of its own (the stream's connect
 /// timer ends it through the driver), and a server that accepts and never answers would
 /// keep it and its socket for good.
+///
+/// A driver dropped while its stream is connected — the runtime shut down right after a
+/// `stop()` (a `main` that stops its stream and returns), the future dropped — stops the
+/// stream and writes what that sends, the Close, if the socket takes it now (no waiting):
+/// the server hears the client go, as a `stop()` promises. The stop used to be still a
+/// command in the channel when the task went, and go nowhere. A `crash()` still waiting
+/// there is honoured, and so is a handler's panic (the driver dropped while unwinding):
+/// nothing is sent, as for a crash.
 impl<H> Drop for Driver<H> {
     fn drop(&mut self) {
         if let Some(task) = self.connecting.take() {
             task.abort();
+        }
+        if self.stream.state().is_terminal() || std::thread::panicking() {
+            return;
+        }
+        while let Ok(cmd) = self.commands.try_recv() {
+            if matches!(cmd, Command::Crash(_)) {
+                return;
+            }
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        self.stream.stop(Instant::now());
+        let stream = &mut self.stream;
+        conn.out
+            .fill_for_close(|| stream.poll_transmit(), conn.tls.as_mut());
+        while let Some(chunk) = conn.out.pop() {
+            if !matches!(conn.sock.try_write(&chunk), Ok(n) if n == chunk.len()) {
+                break;
+            }
         }
     }
 }
