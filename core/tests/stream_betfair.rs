@@ -43,6 +43,13 @@ fn reconnect_to_the_greeting(h: &mut Harness) {
     h.feed_line(r#"{"op":"connection","connectionId":"002-2"}"#);
 }
 
+/// The subscription's image (request 2): position `G1Fw` / `AAA`.
+fn feed_the_image(h: &mut Harness) {
+    h.feed_line(
+        r#"{"op":"mcm","id":2,"initialClk":"G1Fw","clk":"AAA","ct":"SUB_IMAGE","pt":1,"mc":[]}"#,
+    );
+}
+
 /// Connected, greeted, authenticated, subscribed.
 fn subscribed() -> Harness {
     let mut h = Harness::new(config());
@@ -114,9 +121,7 @@ fn market_changes_and_heartbeats_are_data() {
 #[test]
 fn resubscription_after_reconnect_resumes_from_the_latest_clk() {
     let mut h = subscribed();
-    h.feed_line(
-        r#"{"op":"mcm","id":2,"initialClk":"G1Fw","clk":"AAA","ct":"SUB_IMAGE","pt":1,"mc":[]}"#,
-    );
+    feed_the_image(&mut h);
     h.feed_line(r#"{"op":"mcm","id":2,"clk":"AAB","pt":2,"mc":[]}"#);
     h.feed_line(r#"{"op":"mcm","id":2,"clk":"AAC","pt":3,"mc":[]}"#);
     h.take_events();
@@ -226,9 +231,7 @@ fn a_login_refused_for_now_is_tried_again_after_the_backoff() {
 #[test]
 fn a_refused_position_is_dropped_for_a_new_image() {
     let mut h = subscribed();
-    h.feed_line(
-        r#"{"op":"mcm","id":2,"initialClk":"G1Fw","clk":"AAA","ct":"SUB_IMAGE","pt":1,"mc":[]}"#,
-    );
+    feed_the_image(&mut h);
     reconnect_to_the_greeting(&mut h);
     h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
     let resubscription = h.sent_lines().pop().unwrap();
@@ -363,9 +366,7 @@ fn line_breaks_in_a_subscriptions_json_go_out_as_spaces() {
 /// would resume the new filter from the old stream's position (no image for it).
 fn a_replaced_subscription_resumes_only_from_its_own_positions() {
     let mut h = subscribed();
-    h.feed_line(
-        r#"{"op":"mcm","id":2,"initialClk":"G1Fw","clk":"AAA","ct":"SUB_IMAGE","pt":1,"mc":[]}"#,
-    );
+    feed_the_image(&mut h);
     h.s.subscribe_markets(
         BetfairSubscription {
             filter_json: r#"{"marketIds":["1.999"]}"#.into(),
@@ -410,9 +411,7 @@ fn a_replaced_subscription_resumes_only_from_its_own_positions() {
 /// position (markets only request 4 names would never get one).
 fn an_image_of_a_replaced_request_is_not_the_subscriptions_position() {
     let mut h = subscribed();
-    h.feed_line(
-        r#"{"op":"mcm","id":2,"initialClk":"G1Fw","clk":"AAA","ct":"SUB_IMAGE","pt":1,"mc":[]}"#,
-    );
+    feed_the_image(&mut h);
     h.feed_line(r#"{"op":"mcm","id":2,"clk":"AAB","pt":2,"mc":[]}"#);
     let filter = |market: &str| BetfairSubscription {
         filter_json: format!(r#"{{"marketIds":["{market}"]}}"#),
@@ -446,14 +445,7 @@ fn application_lines_are_refused_while_max_send_queue_bytes_wait() {
     let mut h = Harness::betfair_authenticated();
     h.sent_lines();
     let line = format!(r#"{{"op":"heartbeat","pad":"{}"}}"#, "p".repeat(1 << 20));
-    let mut sent = 0;
-    let refused = loop {
-        match h.s.send_text(&line) {
-            Ok(()) => sent += 1,
-            Err(e) => break e,
-        }
-        assert!(sent < 100, "never refused");
-    };
+    let (sent, refused) = h.send_until_refused(&line, 100);
     assert!(
         matches!(refused, feedwire_core::StreamError::SendQueueFull { max, .. } if max == 16 << 20),
         "{refused:?}"

@@ -1410,15 +1410,7 @@ fn application_sends_are_refused_while_max_send_queue_bytes_wait() {
     config.max_send_queue = MAX;
     let mut h = open(config);
     h.take_events();
-    let message = "x".repeat(1000);
-    let mut sent = 0;
-    let refused = loop {
-        match h.s.send_text(&message) {
-            Ok(()) => sent += 1,
-            Err(e) => break e,
-        }
-        assert!(sent < 1000, "never refused");
-    };
+    let (sent, refused) = h.send_until_refused(&"x".repeat(1000), 1000);
     let StreamError::SendQueueFull { queued, max } = refused else {
         panic!("{refused:?}")
     };

@@ -3,7 +3,9 @@
 use std::time::{Duration, Instant};
 
 use feedwire_core::testing::{accept_response, decode_client_frames, server_frame};
-use feedwire_core::{Stream, StreamConfig, StreamEvent, StreamState, TransportCommand};
+use feedwire_core::{
+    Stream, StreamConfig, StreamError, StreamEvent, StreamState, TransportCommand,
+};
 
 pub struct Harness {
     pub s: Stream,
@@ -16,6 +18,17 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// Sends `text` as the application until the stream refuses it (at most `most` times):
+    /// how many went, and the refusal.
+    pub fn send_until_refused(&mut self, text: &str, most: usize) -> (usize, StreamError) {
+        for sent in 0..most {
+            if let Err(e) = self.s.send_text(text) {
+                return (sent, e);
+            }
+        }
+        panic!("never refused in {most} sends");
+    }
+
     pub fn new(config: StreamConfig) -> Self {
         Self::with_seed(config, [11; 32])
     }
