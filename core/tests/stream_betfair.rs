@@ -266,11 +266,30 @@ fn idle_line_stream_is_probed_with_a_heartbeat_op() {
     let mut h = subscribed();
     h.feed_line(r#"{"op":"mcm","id":2,"clk":"A","pt":1}"#);
     h.sent.clear();
-    h.advance(Duration::from_secs(30));
+    // A subscribed connection hears from Betfair every 5 s at most: 15 s of silence is
+    // three heartbeats missed.
+    h.advance(Duration::from_millis(14_999));
+    assert!(h.sent_lines().is_empty());
+    h.advance(Duration::from_millis(1));
     assert_eq!(h.sent_lines(), vec![r#"{"op":"heartbeat","id":3}"#]);
     h.feed_line(r#"{"op":"status","id":3,"statusCode":"SUCCESS"}"#);
-    h.advance(Duration::from_secs(29));
+    h.advance(Duration::from_secs(14));
     assert_eq!(h.state(), StreamState::Open);
+    h.take_events();
+    // Unanswered, the probe ends the connection 10 s later: dead 25 s after the last line.
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.sent_lines(), vec![r#"{"op":"heartbeat","id":4}"#]);
+    h.advance(Duration::from_secs(10));
+    assert!(
+        h.take_events().iter().any(|e| matches!(
+            e,
+            StreamEvent::Reconnecting {
+                reason: EndReason::IdleTimeout,
+                ..
+            }
+        )),
+        "dead 10 s after an unanswered probe"
+    );
 }
 
 #[test]

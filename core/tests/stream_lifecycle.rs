@@ -281,7 +281,11 @@ fn idle_stream_is_probed_then_declared_dead() {
         "ping after 30 s without bytes"
     );
     assert_eq!(h.state(), StreamState::Open);
-    h.advance(Duration::from_secs(30));
+    // Dead `probe_answer` (10 s) after the probe, not as long again as the idle timeout: a
+    // dropped connection is found 40 s after its last byte, not 60.
+    h.advance(Duration::from_millis(9_999));
+    assert_eq!(h.state(), StreamState::Open);
+    h.advance(Duration::from_millis(1));
     let evs = h.take_events();
     assert!(
         evs.iter().any(|e| matches!(

@@ -161,6 +161,7 @@ pub fn a_large_frame_trickling_in_is_not_taken_for_silence(adapter: &dyn Adapter
     // Without the probe's lower mark no read would come for ~1.6 s (32 KiB) and the stream
     // would be ended as silent at 1 s; with it, the server may stall up to 1 s unnoticed.
     config.timeouts.idle = Some(Duration::from_millis(500));
+    config.timeouts.probe_answer = Duration::from_millis(500);
     config.reconnect.enabled = false;
     let mut s = adapter.start(config, None, CAPACITY);
     loop {
@@ -597,6 +598,7 @@ pub fn silence_after_data_hits_the_idle_timeout(adapter: &dyn Adapter) {
     });
     let mut config = StreamConfig::binance_stream(&srv.subscribe_url());
     config.timeouts.idle = Some(Duration::from_millis(300));
+    config.timeouts.probe_answer = Duration::from_millis(300);
     let mut s = start(adapter, config, &srv);
     s.subscribe(&["btcusdt@aggTrade"]).unwrap();
     let (mut data, mut reason) = (0, None);
@@ -658,6 +660,7 @@ pub fn a_renewed_betfair_session_is_used_after_a_reconnect(adapter: &dyn Adapter
         };
         let mut config = StreamConfig::betfair(&srv.url(), auth("first"));
         config.timeouts.idle = Some(Duration::from_secs(1));
+        config.timeouts.probe_answer = Duration::from_secs(1);
         let mut s = start(adapter, config, &srv);
         s.subscribe_markets(one_market()).unwrap();
         wait_for(s.as_mut(), |e| *e == StreamEvent::Authenticated);

@@ -7,6 +7,10 @@ use crate::config::WsConfig;
 use crate::lines::Delimiter;
 use crate::route::RouterConfig;
 
+/// The Betfair preset's idle timeout: three times Betfair's longest heartbeat interval
+/// (`heartbeatMs` is 500 to 5,000 ms, 5,000 by default).
+const BETFAIR_IDLE: Duration = Duration::from_secs(15);
+
 /// Deadlines the stream enforces. `None` disables a timer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Timeouts {
@@ -22,9 +26,18 @@ pub struct Timeouts {
     /// spend the exchange's connection budget. Data, or a new subscription, arms it again.
     /// Default 30 s.
     pub first_data: Option<Duration>,
-    /// No bytes for this long → probe (WebSocket ping, Betfair heartbeat); no bytes for as
-    /// long again → the connection is dead. Default 30 s.
+    /// No bytes for this long → probe (WebSocket ping, Betfair heartbeat), and the
+    /// connection is dead if no byte comes within [`probe_answer`](Self::probe_answer) of
+    /// it. Default 30 s; 15 s in the Betfair preset (three of Betfair's longest heartbeat
+    /// intervals: a subscribed connection is never quiet for longer than `heartbeatMs`,
+    /// at most 5 s).
     pub idle: Option<Duration>,
+    /// How long the connection may stay silent after an idle probe before it is dead (no
+    /// byte at all: any, not only the answer, counts as life). An exchange answers a ping at
+    /// once; waiting longer only serves stale silence — a connection a NAT or firewall
+    /// dropped without a reset is found dead `idle + probe_answer` after its last byte.
+    /// Default 10 s, a request's own timeout.
+    pub probe_answer: Duration,
     /// Probe at this interval regardless of traffic. Default off.
     pub keepalive: Option<Duration>,
     /// Wait this long for the peer's Close after ours. Default 5 s.
@@ -42,6 +55,7 @@ impl Default for Timeouts {
             connect: Duration::from_secs(10),
             first_data: Some(Duration::from_secs(30)),
             idle: Some(Duration::from_secs(30)),
+            probe_answer: Duration::from_secs(10),
             keepalive: None,
             close: Duration::from_secs(5),
             max_lifetime: None,
@@ -195,8 +209,11 @@ impl StreamConfig {
         c
     }
 
-    /// Betfair Exchange Stream API (`tls://stream-api.betfair.com:443`).
+    /// Betfair Exchange Stream API (`tls://stream-api.betfair.com:443`): idle probe after
+    /// 15 s of silence, where a subscribed connection gets a heartbeat at least every 5 s.
     pub fn betfair(url: &str, auth: BetfairAuth) -> Self {
-        Self::base(url, Profile::Betfair(auth), RouterConfig::betfair())
+        let mut c = Self::base(url, Profile::Betfair(auth), RouterConfig::betfair());
+        c.timeouts.idle = Some(BETFAIR_IDLE);
+        c
     }
 }

@@ -46,7 +46,7 @@ pub enum EndReason {
     /// Open, but no data within the first-data timeout.
     #[error("no data within the first-data timeout")]
     FirstDataTimeout,
-    /// No bytes, and no answer to a probe, within the idle timeout.
+    /// No bytes within the idle timeout, then none within `probe_answer` of the probe.
     #[error("stalled: no bytes within the idle timeout, probe unanswered")]
     IdleTimeout,
     /// The server announced it will shut the connection down (planned reconnect).

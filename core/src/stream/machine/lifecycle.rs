@@ -155,7 +155,8 @@ impl Stream {
                 }
                 self.probe(now);
                 self.probing = true;
-                self.timers.set(Timer::Idle, after(now, idle));
+                let answer = self.config.timeouts.probe_answer;
+                self.timers.set(Timer::Idle, after(now, answer));
             }
             Timer::Keepalive => {
                 if matches!(self.state, StreamState::Open) {
