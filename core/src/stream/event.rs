@@ -234,7 +234,10 @@ pub enum StreamEvent {
     },
     /// A data message.
     Data {
-        /// The payload (zero-copy).
+        /// The payload (zero-copy): a slice of the read block it arrived in, which stays
+        /// allocated (twice `max_read_size`, 512 KiB by default) until every payload cut
+        /// from it is dropped. Copy (`Bytes::copy_from_slice`) a message kept for long —
+        /// the latest of each of many symbols, one block each for the quiet ones.
         payload: Bytes,
         /// A protocol heartbeat (Betfair `"ct":"HEARTBEAT"`).
         heartbeat: bool,
