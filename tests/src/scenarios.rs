@@ -617,6 +617,36 @@ pub fn silence_after_data_hits_the_idle_timeout(adapter: &dyn Adapter) {
     assert_eq!(reason, Some(EndReason::IdleTimeout));
 }
 
+/// A quiet stream whose server answers each probe (a Pong, and nothing else) stays open
+/// through probe after probe: the answer, however small, wakes the adapter — while a probe is
+/// out it reads every byte — and counts as life, within `probe_answer`.
+pub fn a_quiet_stream_whose_probes_are_answered_stays_open(adapter: &dyn Adapter) {
+    const IDLE: Duration = Duration::from_millis(100);
+    // Generous for a loopback Pong on a loaded machine; unanswered, a probe would still end
+    // the connection well within the quiet time.
+    const ANSWER: Duration = Duration::from_secs(1);
+    const QUIET_FOR: Duration = Duration::from_secs(2);
+    let srv = replay(ReplayConfig {
+        count: Some(0),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut config = StreamConfig::binance_stream(&srv.url());
+    config.timeouts.first_data = None;
+    config.timeouts.idle = Some(IDLE);
+    config.timeouts.probe_answer = ANSWER;
+    let mut s = start(adapter, config, &srv);
+    wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Opened { .. }));
+    match s.next_event(QUIET_FOR) {
+        Err(()) => {}
+        Ok(e) => panic!("the quiet stream changed: {e:?}"),
+    }
+    assert_eq!(s.stats().reconnects, 0);
+    assert_eq!(srv.connections(), 1);
+    s.stop();
+    assert_eq!(last_event(s.as_mut()), Some(CLOSED_BY_US));
+}
+
 /// A Betfair subscription to one market, all fields as the server defaults them.
 fn one_market() -> BetfairSubscription {
     BetfairSubscription {
@@ -1079,6 +1109,7 @@ macro_rules! adapter_scenarios {
             refused_upgrades_back_off_and_retry,
             silence_after_subscribe_hits_the_first_data_timeout,
             silence_after_data_hits_the_idle_timeout,
+            a_quiet_stream_whose_probes_are_answered_stays_open,
             unanswered_handshake_hits_the_connect_timeout,
             ws_api_request_resolves,
             a_silent_address_falls_back_to_the_next,
