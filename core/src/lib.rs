@@ -54,9 +54,9 @@ pub use route::{
 /// The TLS library, re-exported so that custom `ClientConfig`s and root stores match ours.
 pub use rustls;
 pub use stream::{
-    Answer, AwaitedAnswers, BetfairAuth, BetfairSubscription, DataHandler, DataRef, EndReason,
-    Profile, ReconnectPolicy, RequestKind, StatsHandle, StatsSnapshot, Stream, StreamConfig,
-    StreamEvent, StreamState, Timeouts, TransportCommand, LOW_WATER_MIN,
+    Answer, AwaitedAnswers, BetfairAuth, BetfairSubscription, ConnectBudget, DataHandler, DataRef,
+    EndReason, Profile, ReconnectPolicy, RequestKind, StatsHandle, StatsSnapshot, Stream,
+    StreamConfig, StreamEvent, StreamState, Timeouts, TransportCommand, LOW_WATER_MIN,
 };
 pub use tls::{
     default_tls_config, mozilla_roots, tls_config_with_roots, HandshakeOnly, LendingInput,

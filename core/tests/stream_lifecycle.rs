@@ -10,8 +10,9 @@ use bytes::Bytes;
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
 use feedwire_core::{
-    CloseInitiator, ConfigError, EndReason, Error, HandshakeError, RequestId, RequestKind, Stream,
-    StreamConfig, StreamError, StreamEvent, StreamState, TransportCommand, MAX_EXTRACT_KEYS,
+    CloseInitiator, ConfigError, ConnectBudget, EndReason, Error, HandshakeError, RequestId,
+    RequestKind, Stream, StreamConfig, StreamError, StreamEvent, StreamState, TransportCommand,
+    MAX_EXTRACT_KEYS,
 };
 
 const URL: &str = "ws://127.0.0.1:9443/ws";
@@ -1452,4 +1453,63 @@ fn application_sends_are_refused_while_max_send_queue_bytes_wait() {
         .err(),
         Some(ConfigError::ZeroLimit("max_send_queue"))
     );
+}
+
+/// Streams given one connect budget take turns: once the window is full an attempt waits
+/// (`Connecting`, nothing asked of the transport, no connect timeout running), and connects
+/// when its turn comes; a stop while it waits ends it without a word to the transport. A
+/// reconnect takes its turn too, behind those already waiting.
+#[test]
+fn streams_sharing_a_connect_budget_take_turns() {
+    const WINDOW: Duration = Duration::from_secs(20);
+    let budget = ConnectBudget::new(1, WINDOW).unwrap();
+    let config = || StreamConfig {
+        connect_budget: Some(budget.clone()),
+        ..binance()
+    };
+    let connects = |h: &mut Harness| {
+        h.take_commands()
+            .iter()
+            .filter(|c| matches!(c, TransportCommand::Connect(_)))
+            .count()
+    };
+    let mut first = Harness::new(config());
+    assert_eq!(connects(&mut first), 1, "the window was empty");
+    let mut second = Harness::new(config());
+    assert_eq!(
+        second.take_events(),
+        [StreamEvent::Connecting { attempt: 1 }]
+    );
+    assert_eq!(second.state(), StreamState::Connecting { attempt: 1 });
+    // Longer than the connect timeout (10 s): no timer but the turn runs.
+    second.advance(WINDOW - Duration::from_secs(1));
+    assert!(second.take_commands().is_empty());
+    assert!(second.take_events().is_empty(), "no connect timeout");
+    second.advance(Duration::from_secs(1));
+    assert_eq!(connects(&mut second), 1, "its turn came");
+
+    // A third waits behind the second; stopped meanwhile, it never connects.
+    let mut third = Harness::new(config());
+    third.s.stop(third.now);
+    third.pump();
+    assert!(third.take_commands().is_empty(), "nothing to disconnect");
+    assert_eq!(
+        third.state(),
+        StreamState::Closed {
+            by: CloseInitiator::Local
+        }
+    );
+    third.advance(3 * WINDOW);
+    assert!(third.take_commands().is_empty());
+
+    // The first, dropped, reconnects after its backoff — at its turn: a window after the
+    // third's (3 windows from the start), which was spent though unused.
+    first.open_ws();
+    first.take_commands();
+    first.s.handle_transport_error("reset", first.now);
+    first.pump();
+    first.advance(3 * WINDOW - Duration::from_secs(1));
+    assert_eq!(connects(&mut first), 0, "behind the turns already given");
+    first.advance(Duration::from_secs(1));
+    assert_eq!(connects(&mut first), 1);
 }

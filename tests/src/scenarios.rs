@@ -647,6 +647,43 @@ pub fn a_quiet_stream_whose_probes_are_answered_stays_open(adapter: &dyn Adapter
     assert_eq!(last_event(s.as_mut()), Some(CLOSED_BY_US));
 }
 
+/// Three streams given one connect budget of two attempts a second: two connect at once, the
+/// third waits for its turn — a second after the first — and then opens and receives like
+/// the others. (Only a lower bound on the wait is checked: a loaded machine can only make
+/// it longer.)
+pub fn streams_sharing_a_connect_budget_take_turns(adapter: &dyn Adapter) {
+    const WINDOW: Duration = Duration::from_secs(1);
+    let srv = replay(ReplayConfig {
+        count: Some(10),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let budget = feedwire_core::ConnectBudget::new(2, WINDOW).expect("budget");
+    let started = Instant::now();
+    let mut streams: Vec<Box<dyn Session>> = (0..3)
+        .map(|_| {
+            let config = StreamConfig {
+                connect_budget: Some(budget.clone()),
+                ..StreamConfig::binance_stream(&srv.url())
+            };
+            start(adapter, config, &srv)
+        })
+        .collect();
+    let mut opened = Vec::new();
+    for s in &mut streams {
+        wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Opened { .. }));
+        opened.push(started.elapsed());
+        let (data, _) = consume(s.as_mut(), 10);
+        assert_eq!(data, 10);
+    }
+    assert!(
+        opened[2] >= WINDOW,
+        "the third opened after {:?}",
+        opened[2]
+    );
+    assert_eq!(srv.connections(), 3);
+}
+
 /// A Betfair subscription to one market, all fields as the server defaults them.
 fn one_market() -> BetfairSubscription {
     BetfairSubscription {
@@ -1110,6 +1147,7 @@ macro_rules! adapter_scenarios {
             silence_after_subscribe_hits_the_first_data_timeout,
             silence_after_data_hits_the_idle_timeout,
             a_quiet_stream_whose_probes_are_answered_stays_open,
+            streams_sharing_a_connect_budget_take_turns,
             unanswered_handshake_hits_the_connect_timeout,
             ws_api_request_resolves,
             a_silent_address_falls_back_to_the_next,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::config::WsConfig;
 use crate::lines::Delimiter;
 use crate::route::RouterConfig;
+use crate::stream::connect_budget::ConnectBudget;
 
 /// The Betfair preset's idle timeout: three times Betfair's longest heartbeat interval
 /// (`heartbeatMs` is 500 to 5,000 ms, 5,000 by default).
@@ -142,6 +143,13 @@ pub struct StreamConfig {
     pub timeouts: Timeouts,
     /// Reconnection.
     pub reconnect: ReconnectPolicy,
+    /// Connection attempts counted together with other streams' (default none: this stream
+    /// connects when its own policy says). Give every stream that connects from the same
+    /// address to the same exchange a clone of one budget — Binance allows an IP 300
+    /// connects in 5 minutes and bans one that keeps going over — and a reconnect storm
+    /// (every stream after a network blip, a program's streams at start-up) stays within it:
+    /// an attempt that finds the window full waits for its turn.
+    pub connect_budget: Option<ConnectBudget>,
     /// Most subscription control messages sent in any one second (a sliding window).
     /// `None`: no pacing. Binance closes a connection that sends it more than 5 messages a
     /// second, Pings and Pongs included, and bans an IP that keeps doing so: its preset
@@ -181,6 +189,7 @@ impl StreamConfig {
             router,
             timeouts: Timeouts::default(),
             reconnect: ReconnectPolicy::default(),
+            connect_budget: None,
             control_rate: None,
             max_streams: usize::MAX,
             max_send_queue: 16 * 1024 * 1024,

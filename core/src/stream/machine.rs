@@ -154,6 +154,9 @@ pub struct Stream {
     ever_opened: bool,
     /// The current session followed an earlier open one.
     session_is_reconnect: bool,
+    /// The connection attempt waits for its turn in the shared connect budget
+    /// ([`Timer::Turn`]): the stream is `Connecting`, but no `Connect` has gone out.
+    awaiting_turn: bool,
     /// A probe is out and unanswered.
     probing: bool,
     /// The last read on the current connection (or its opening): the idle timer measures
@@ -238,6 +241,7 @@ impl Stream {
             opened_at: None,
             ever_opened: false,
             session_is_reconnect: false,
+            awaiting_turn: false,
             probing: false,
             last_input: now,
             got_data: false,

@@ -5,6 +5,7 @@ mod awaited;
 mod backoff;
 mod clocks;
 mod config;
+mod connect_budget;
 mod connection;
 mod event;
 mod machine;
@@ -14,6 +15,7 @@ mod timers;
 
 pub use awaited::{Answer, AwaitedAnswers};
 pub use config::{BetfairAuth, Profile, ReconnectPolicy, StreamConfig, Timeouts};
+pub use connect_budget::ConnectBudget;
 pub use event::{
     DataHandler, DataRef, EndReason, RequestKind, StreamEvent, StreamState, TransportCommand,
 };

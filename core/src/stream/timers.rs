@@ -12,9 +12,11 @@ pub(crate) enum Timer {
     Reconnect,
     Pace,
     Lifetime,
+    /// A connection attempt waiting for its turn in the shared connect budget.
+    Turn,
 }
 
-const COUNT: usize = 7;
+const COUNT: usize = 8;
 
 impl Timer {
     const ALL: [Timer; COUNT] = [
@@ -25,6 +27,7 @@ impl Timer {
         Self::Reconnect,
         Self::Pace,
         Self::Lifetime,
+        Self::Turn,
     ];
 }
 

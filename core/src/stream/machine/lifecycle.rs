@@ -22,6 +22,25 @@ impl Stream {
         self.events.push_back(StreamEvent::Connecting {
             attempt: self.attempt,
         });
+        let turn = self
+            .config
+            .connect_budget
+            .as_ref()
+            .map(|b| b.take_turn(now));
+        match turn {
+            Some(turn) if turn > now => {
+                let wait = turn - now;
+                tracing::info!(host = %self.endpoint.host, ?wait, "connect waits for its turn in the shared budget");
+                self.awaiting_turn = true;
+                self.timers.set(Timer::Turn, turn);
+            }
+            _ => self.connect_now(now),
+        }
+    }
+
+    /// Asks the transport to connect, the connect timeout running from now.
+    fn connect_now(&mut self, now: Instant) {
+        self.awaiting_turn = false;
         self.transport
             .push_back(TransportCommand::Connect(self.endpoint.clone()));
         self.timers
@@ -169,6 +188,11 @@ impl Stream {
             Timer::Reconnect => {
                 if matches!(self.state, StreamState::Reconnecting { .. }) {
                     self.start_connecting(now);
+                }
+            }
+            Timer::Turn => {
+                if self.awaiting_turn && matches!(self.state, StreamState::Connecting { .. }) {
+                    self.connect_now(now);
                 }
             }
             Timer::Pace => self.flush_outbox(now),
@@ -324,7 +348,11 @@ impl Stream {
         if !flush {
             self.draining = None;
         }
-        if had.is_some() || matches!(self.state, StreamState::Connecting { .. }) {
+        // An attempt still waiting for its turn asked the transport for nothing.
+        let connecting =
+            matches!(self.state, StreamState::Connecting { .. }) && !self.awaiting_turn;
+        self.awaiting_turn = false;
+        if had.is_some() || connecting {
             self.transport.push_back(TransportCommand::Disconnect);
         }
     }
