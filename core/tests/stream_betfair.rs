@@ -166,6 +166,52 @@ fn resubscription_after_reconnect_resumes_from_the_latest_clk() {
     );
 }
 
+/// Reconnects, takes the login, and answers the resubscription with `first` (its `ID` made
+/// the request's id); the lines the client sent after the login (the resubscription).
+fn resubscribe_and_answer(h: &mut Harness, first: &str) -> Vec<String> {
+    reconnect_to_the_greeting(h);
+    let login = h.sent_lines();
+    let id: u64 = login[0]
+        .split("\"id\":")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the login's id");
+    h.feed_line(&format!(
+        r#"{{"op":"status","id":{id},"statusCode":"SUCCESS"}}"#
+    ));
+    let sent = h.sent_lines();
+    h.feed_line(&first.replace("ID", &(id + 1).to_string()));
+    sent
+}
+
+/// A resumed subscription's first message is a `RESUB_DELTA` (what changed since the
+/// position sent), not an image: the position moves on from it — to its `initialClk` when it
+/// carries one, else keeping the one resumed from — and the next reconnect resumes from there.
+#[test]
+fn a_resub_delta_moves_the_position_on() {
+    let mut h = subscribed();
+    feed_the_image(&mut h);
+    resubscribe_and_answer(
+        &mut h,
+        r#"{"op":"mcm","id":ID,"initialClk":"G2Ab","clk":"AAD","ct":"RESUB_DELTA","pt":4,"mc":[]}"#,
+    );
+    h.feed_line(r#"{"op":"mcm","id":4,"clk":"AAE","pt":5,"mc":[]}"#);
+    let sent = resubscribe_and_answer(
+        &mut h,
+        r#"{"op":"mcm","id":ID,"clk":"AAF","ct":"RESUB_DELTA","pt":6,"mc":[]}"#,
+    );
+    assert!(
+        sent[0].ends_with(r#""initialClk":"G2Ab","clk":"AAE"}"#),
+        "{sent:?}"
+    );
+    let sent = resubscribe_and_answer(&mut h, r#"{"op":"mcm","id":ID,"clk":"AAG","pt":7,"mc":[]}"#);
+    assert!(
+        sent[0].ends_with(r#""initialClk":"G2Ab","clk":"AAF"}"#),
+        "{sent:?}"
+    );
+}
+
 #[test]
 fn failed_authentication_crashes() {
     let mut h = Harness::new(config());
