@@ -197,7 +197,10 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// A stream to `config.url`; the first [`TransportCommand::Connect`] is queued.
+    /// A stream to `config.url`; the first [`TransportCommand::Connect`] is queued — or, when
+    /// the stream's [`ConnectBudget`](crate::ConnectBudget) has no turn free, comes out of
+    /// [`handle_timeout`](Self::handle_timeout) at its turn ([`poll_timeout`](Self::poll_timeout)
+    /// says when).
     pub fn new(config: StreamConfig, seed: Seed, now: Instant) -> Result<Self, ConfigError> {
         let mut endpoint = Endpoint::parse(&config.url)?;
         endpoint.connect_to.clone_from(&config.connect_to);
