@@ -96,7 +96,8 @@ pub enum EndReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StreamState {
-    /// Waiting for the transport (TCP, then TLS) to connect; `attempt` counts from 1.
+    /// Waiting for the transport (TCP, then TLS) to connect — or, first, for a turn in the
+    /// stream's [`ConnectBudget`](crate::ConnectBudget); `attempt` counts from 1.
     Connecting {
         /// Consecutive attempt.
         attempt: u32,
