@@ -312,8 +312,8 @@ fn idle_line_stream_is_probed_with_a_heartbeat_op() {
     let mut h = subscribed();
     h.feed_line(r#"{"op":"mcm","id":2,"clk":"A","pt":1}"#);
     h.sent.clear();
-    // A subscribed connection hears from Betfair every 5 s at most: 15 s of silence is
-    // three heartbeats missed.
+    // A subscribed connection hears from Betfair every 5 s (the default `heartbeatMs`,
+    // which this subscription asks for): 15 s of silence is three heartbeats missed.
     h.advance(Duration::from_millis(14_999));
     assert!(h.sent_lines().is_empty());
     h.advance(Duration::from_millis(1));

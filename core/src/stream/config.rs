@@ -8,8 +8,10 @@ use crate::lines::Delimiter;
 use crate::route::RouterConfig;
 use crate::stream::connect_budget::ConnectBudget;
 
-/// The Betfair preset's idle timeout: three times Betfair's longest heartbeat interval
-/// (`heartbeatMs` is 500 to 5,000 ms, 5,000 by default).
+/// The Betfair preset's idle timeout: three of Betfair's default heartbeat intervals
+/// (`heartbeatMs` 5,000 ms unless the subscription asks for another, 500 to 30,000).
+/// A subscription with a longer one is probed when quiet this long: answered, so no
+/// reconnect, one heartbeat op each time.
 const BETFAIR_IDLE: Duration = Duration::from_secs(15);
 
 /// Deadlines the stream enforces. `None` disables a timer.
@@ -29,9 +31,8 @@ pub struct Timeouts {
     pub first_data: Option<Duration>,
     /// No bytes for this long → probe (WebSocket ping, Betfair heartbeat), and the
     /// connection is dead if no byte comes within [`probe_answer`](Self::probe_answer) of
-    /// it. Default 30 s; 15 s in the Betfair preset (three of Betfair's longest heartbeat
-    /// intervals: a subscribed connection is never quiet for longer than `heartbeatMs`,
-    /// at most 5 s).
+    /// it. Default 30 s; 15 s in the Betfair preset (a subscribed connection is never
+    /// quiet for longer than its `heartbeatMs`, 5 s by default: three missed).
     pub idle: Option<Duration>,
     /// How long the connection may stay silent after an idle probe before it is dead (no
     /// byte at all: any, not only the answer, counts as life). An exchange answers a ping at
@@ -219,7 +220,8 @@ impl StreamConfig {
     }
 
     /// Betfair Exchange Stream API (`tls://stream-api.betfair.com:443`): idle probe after
-    /// 15 s of silence, where a subscribed connection gets a heartbeat at least every 5 s.
+    /// 15 s of silence, where a subscribed connection gets a heartbeat every 5 s (Betfair's
+    /// default `heartbeatMs`).
     pub fn betfair(url: &str, auth: BetfairAuth) -> Self {
         let mut c = Self::base(url, Profile::Betfair(auth), RouterConfig::betfair());
         c.timeouts.idle = Some(BETFAIR_IDLE);
