@@ -167,6 +167,24 @@ fn with_betfair_id(payload: &Bytes, id: &str) -> Bytes {
     Bytes::from(out)
 }
 
+/// `payload` as the first message of a subscription that resumed from a position: an image
+/// (`"ct":"SUB_IMAGE"`, its markets `"img":true`) becomes a `RESUB_DELTA`, what changed
+/// since (the same changes, no longer replacing the markets' state), keeping its
+/// `initialClk`: the position the next resumption starts from. Other payloads are kept.
+fn as_resub_delta(payload: &Bytes) -> Bytes {
+    const IMAGE: &str = "\"ct\":\"SUB_IMAGE\"";
+    let Ok(text) = std::str::from_utf8(payload) else {
+        return payload.clone();
+    };
+    if !text.contains(IMAGE) {
+        return payload.clone();
+    }
+    let delta = text
+        .replace(IMAGE, "\"ct\":\"RESUB_DELTA\"")
+        .replace(",\"img\":true", "");
+    Bytes::from(delta)
+}
+
 impl Shared {
     /// Which payload a connection's message `sent` (from 0) is: they cycle, skipping the
     /// first after it opened the connection when the scenario [opens with
@@ -834,12 +852,17 @@ impl Writer {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .push(text.to_owned());
                 if op == "marketSubscription" {
-                    // Betfair echoes the subscription's id in every change message.
-                    self.cycle = if id == BETFAIR_REQUEST_ID {
+                    // Betfair echoes the subscription's id in every change message, and
+                    // answers one that resumes from a position with what changed since.
+                    let resumes = wire::json_field(text, "initialClk").is_some();
+                    self.cycle = if id == BETFAIR_REQUEST_ID && !resumes {
                         Arc::clone(&self.shared.cycle)
                     } else {
                         let made = self.shared.cycle.payloads.iter();
-                        let payloads = made.map(|p| with_betfair_id(p, id)).collect();
+                        let payloads = made
+                            .map(|p| with_betfair_id(p, id))
+                            .map(|p| if resumes { as_resub_delta(&p) } else { p })
+                            .collect();
                         Arc::new(self.shared.cycle(payloads))
                     };
                 }

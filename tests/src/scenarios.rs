@@ -804,8 +804,9 @@ pub fn a_betfair_login_refused_for_now_is_tried_again(adapter: &dyn Adapter) {
 
 /// Each connection is cut mid-line after `CUT` lines: every resubscription resumes from the
 /// `clk` of the last line the application got — nothing missed, nothing twice — and from the
-/// image of the connection before (the replay echoes each subscription's id in its lines, as
-/// Betfair does, so a reconnected stream takes the new connection's image as its own).
+/// `initialClk` of the connection before, its image or, once resumed, its `RESUB_DELTA` (the
+/// replay echoes each subscription's id in its lines, as Betfair does, so a reconnected
+/// stream takes the new connection's first message as its own).
 pub fn a_betfair_stream_resumes_from_the_last_line_it_delivered(adapter: &dyn Adapter) {
     const CUT: usize = 300;
     let srv = replay(ReplayConfig {
@@ -819,11 +820,21 @@ pub fn a_betfair_stream_resumes_from_the_last_line_it_delivered(adapter: &dyn Ad
         let len = line[start..].find('"').expect("its end");
         line[start..start + len].to_owned()
     };
-    // Per connection: the lines delivered, and the last one's `clk`.
+    let ct_of = |line: &[u8]| {
+        let line = String::from_utf8_lossy(line);
+        ["SUB_IMAGE", "RESUB_DELTA"]
+            .into_iter()
+            .find(|ct| line.contains(&format!(r#""ct":"{ct}""#)))
+    };
+    // Per connection: the lines delivered, the last one's `clk`, and the first one's `ct`.
     let (mut last_clk, mut cut_at, mut data) = (String::new(), Vec::new(), 0);
+    let mut first_ct = Vec::new();
     while let Some(e) = next(s.as_mut()) {
         match e {
             StreamEvent::Data { payload, .. } => {
+                if data == 0 {
+                    first_ct.push(ct_of(&payload));
+                }
                 data += 1;
                 last_clk = clk_of(&payload);
                 if cut_at.len() == 2 {
@@ -839,11 +850,16 @@ pub fn a_betfair_stream_resumes_from_the_last_line_it_delivered(adapter: &dyn Ad
             _ => {}
         }
     }
+    // A new subscription gets an image; one that resumes, what changed since its position.
+    assert_eq!(
+        first_ct,
+        [Some("SUB_IMAGE"), Some("RESUB_DELTA"), Some("RESUB_DELTA")]
+    );
     let subscriptions = srv.betfair_subscriptions();
     assert_eq!(subscriptions.len(), 3, "{subscriptions:?}");
     assert!(!subscriptions[0].contains("clk"), "{}", subscriptions[0]);
-    // The images: the first connection's (request 2), the second's (request 4, after the
-    // login that is request 3).
+    // The positions: the first connection's image (request 2), the second's `RESUB_DELTA`
+    // (request 4, after the login that is request 3).
     for (resubscription, (clk, image)) in
         subscriptions[1..].iter().zip(cut_at.iter().zip(["", "4"]))
     {
