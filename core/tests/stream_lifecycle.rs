@@ -300,6 +300,37 @@ fn idle_stream_is_probed_then_declared_dead() {
     );
 }
 
+/// Reads held back for the application (its events not taken) count as input: no probe, no
+/// "stalled" however long the hold; once reads go on, silence is measured from the last hold.
+#[test]
+fn reads_held_for_the_application_are_not_silence() {
+    let mut h = subscribed_stream();
+    h.feed_text(r#"{"e":"x"}"#);
+    h.sent.clear();
+    h.take_events();
+    for _ in 0..12 {
+        h.s.handle_reads_held(h.now);
+        h.advance(Duration::from_secs(10));
+    }
+    assert!(h.sent_frames().is_empty(), "no probe while reads were held");
+    assert!(
+        h.take_events().is_empty(),
+        "no reconnect while reads were held"
+    );
+    assert_eq!(h.state(), StreamState::Open);
+    // The last hold was 10 s ago: a probe 20 s on, dead 10 s after it.
+    h.advance(Duration::from_secs(20));
+    assert_eq!(h.sent_frames(), vec![(0x9, b"feedwire".to_vec())]);
+    h.advance(Duration::from_secs(10));
+    assert!(h.take_events().iter().any(|e| matches!(
+        e,
+        StreamEvent::Reconnecting {
+            reason: EndReason::IdleTimeout,
+            ..
+        }
+    )));
+}
+
 #[test]
 fn the_idle_probe_counts_from_the_last_read_not_from_the_open() {
     let mut h = subscribed_stream();

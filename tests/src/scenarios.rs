@@ -802,6 +802,48 @@ pub fn a_betfair_login_refused_for_now_is_tried_again(adapter: &dyn Adapter) {
     assert_eq!((refused, data), (REFUSED, 100));
 }
 
+/// An application that stops taking events for longer than the idle timeout and the probe's
+/// answer together: the adapter holds its reads meanwhile (the socket fills), and when the
+/// application goes on every message arrives on the same connection. The idle timer used to
+/// run on through the pause — no reads, so a probe, no reads, so "stalled" — and the stream
+/// reconnected, the bytes waiting in the socket lost with the connection.
+pub fn a_consumer_paused_past_the_idle_timeout_loses_nothing(adapter: &dyn Adapter) {
+    const COUNT: usize = 300_000;
+    let srv = replay(ReplayConfig {
+        count: Some(COUNT),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut config = StreamConfig::binance_stream(&srv.url());
+    config.timeouts.idle = Some(Duration::from_millis(200));
+    config.timeouts.probe_answer = Duration::from_millis(200);
+    let mut s = adapter.start(config, None, CAPACITY);
+    wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Data { .. }));
+    std::thread::sleep(Duration::from_millis(1500));
+    let read = s.stats().messages_received;
+    assert!(
+        read < COUNT as u64,
+        "reads were not held: {read} read in the pause"
+    );
+    let mut data = 1;
+    while let Some(e) = next(s.as_mut()) {
+        match e {
+            StreamEvent::Data { .. } => {
+                data += 1;
+                if data == COUNT {
+                    s.stop();
+                }
+            }
+            StreamEvent::Reconnecting { reason, .. } => {
+                panic!("reconnected after {data} messages: {reason}")
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(data, COUNT);
+    assert_eq!(srv.connections(), 1);
+}
+
 /// Each connection is cut mid-line after `CUT` lines: every resubscription resumes from the
 /// `clk` of the last line the application got — nothing missed, nothing twice — and from the
 /// `initialClk` of the connection before, its image or, once resumed, its `RESUB_DELTA` (the
@@ -1146,6 +1188,7 @@ macro_rules! adapter_scenarios {
         $crate::adapter_scenarios!(@each $adapter;
             dropping_the_events_stops_the_stream,
             slow_consumer_keeps_memory_bounded,
+            a_consumer_paused_past_the_idle_timeout_loses_nothing,
         );
     };
     (@handler $adapter:expr) => {

@@ -343,6 +343,10 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             if let Some(e) = self.streams.get_mut(index, generation) {
                 if self.deadlines.settle(entry, &mut e.deadline, now) {
                     let id = StreamId { index, generation };
+                    // Reads wait for the application: the peer is not what is silent.
+                    if !e.pending.is_empty() {
+                        e.stream.handle_reads_held(now);
+                    }
                     e.stream.handle_timeout(now);
                     fall_back_if_due(e, self.poll.registry(), id, now);
                     self.mark(id);

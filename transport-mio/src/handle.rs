@@ -68,7 +68,8 @@ pub enum Delivery<H = AnyDataHandler> {
     /// [`feedwire_core::Stream::handle_read_with`]). A panic drops the stream, as for
     /// [`Handler`].
     Lend(H),
-    /// A bounded channel: when full, the loop stops reading the stream until there is room;
+    /// A bounded channel: when full, the loop stops reading the stream until there is room
+    /// (however long: the idle timeout does not take the held reads for a silent peer);
     /// when the receiver is dropped, the stream is stopped.
     Channel(SyncSender<StreamEvent>),
 }

@@ -280,7 +280,12 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 }
                 Wake::Deadline => {
                     self.armed = None;
-                    self.stream.handle_timeout(Instant::now());
+                    let now = Instant::now();
+                    // Reads wait for the application: the peer is not what is silent.
+                    if !self.pending.is_empty() {
+                        self.stream.handle_reads_held(now);
+                    }
+                    self.stream.handle_timeout(now);
                 }
                 // Only a stream that can no longer change gets here (the core arms a timer
                 // in every state that waits for something): end it rather than hang.

@@ -78,6 +78,19 @@ impl Stream {
         }
     }
 
+    /// The transport holds its reads back because the application is behind (events it
+    /// has not taken yet): call it before [`handle_timeout`](Self::handle_timeout) while
+    /// so. It counts as input for the idle timer — the peer's silence cannot be told from our
+    /// own while nothing is read, and a connection whose bytes wait unread in the socket must
+    /// not be ended as stalled (with those bytes) because the application paused longer than
+    /// the idle timeout and `probe_answer`. Once reads go on, silence is measured again.
+    pub fn handle_reads_held(&mut self, now: Instant) {
+        if self.conn.is_some() {
+            self.last_input = now;
+            self.probing = false;
+        }
+    }
+
     /// The transport wrote `n` bytes into [`read_buf`](Self::read_buf).
     pub fn handle_read(&mut self, n: usize, now: Instant) {
         let Some(conn) = self.conn.as_mut() else {
