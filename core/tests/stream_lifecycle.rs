@@ -907,6 +907,52 @@ fn request_timeout_is_reported_once() {
         .any(|e| matches!(e, StreamEvent::RequestTimedOut { .. })));
 }
 
+/// A request past its timeout while the transport holds its reads for the application is
+/// not reported timed out: its answer may be in the socket. The deadline is not offered
+/// meanwhile (an event loop would spin on it); the next read brings the answer, matched to
+/// its request — or, without it, the timeout is reported then.
+#[test]
+fn request_deadlines_wait_while_reads_are_held() {
+    for answered in [true, false] {
+        let mut h = open_ws_api();
+        let id = h.s.request("time", None, h.now).unwrap();
+        h.pump();
+        let RequestId::Str(uuid) = &id else { panic!() };
+        h.advance(Duration::from_secs(9));
+        h.s.handle_reads_held(h.now);
+        h.advance(Duration::from_secs(5));
+        assert!(
+            h.take_events().is_empty(),
+            "no timeout while reads are held"
+        );
+        assert!(
+            h.s.poll_timeout().is_none_or(|t| t > h.now),
+            "no deadline in the past to spin on"
+        );
+        if answered {
+            h.feed_text(&format!(r#"{{"id":"{uuid}","status":200,"result":{{}}}}"#));
+            let evs = h.take_events();
+            let matched = |e: &StreamEvent| match e {
+                StreamEvent::Response {
+                    id: i, is_error, ..
+                } => *i == id && !is_error,
+                _ => false,
+            };
+            assert!(matches!(&evs[..], [e] if matched(e)), "{evs:?}");
+            assert_no_timeout_follows(&mut h);
+        } else {
+            h.feed_text(r#"{"subscriptionId":0,"event":{"e":"x"}}"#);
+            h.advance(Duration::ZERO);
+            let evs = h.take_events();
+            assert!(
+                evs.iter()
+                    .any(|e| matches!(e, StreamEvent::RequestTimedOut { id: i, .. } if *i == id)),
+                "{evs:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn ws_api_response_is_matched_to_its_request() {
     let mut h = open_ws_api();

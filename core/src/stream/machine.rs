@@ -159,6 +159,9 @@ pub struct Stream {
     awaiting_turn: bool,
     /// A probe is out and unanswered.
     probing: bool,
+    /// The transport holds its reads for the application ([`Stream::handle_reads_held`])
+    /// and has not read since: request deadlines wait (an answer may be in the socket).
+    reads_held: bool,
     /// The last read on the current connection (or its opening): the idle timer measures
     /// silence from here.
     last_input: Instant,
@@ -246,6 +249,7 @@ impl Stream {
             session_is_reconnect: false,
             awaiting_turn: false,
             probing: false,
+            reads_held: false,
             last_input: now,
             got_data: false,
             first_data_spent: false,
@@ -382,7 +386,13 @@ impl Stream {
     #[must_use]
     pub fn poll_timeout(&mut self) -> Option<Instant> {
         let conn = self.conn.as_ref().and_then(Connection::poll_timeout);
-        [self.timers.next(), self.router.poll_timeout(), conn]
+        // While reads are held, a request's deadline waits for them (see `handle_timeout`).
+        let requests = if self.reads_held {
+            None
+        } else {
+            self.router.poll_timeout()
+        };
+        [self.timers.next(), requests, conn]
             .into_iter()
             .flatten()
             .min()

@@ -80,14 +80,18 @@ impl Stream {
 
     /// The transport holds its reads back because the application is behind (events it
     /// has not taken yet): call it before [`handle_timeout`](Self::handle_timeout) while
-    /// so. It counts as input for the idle timer — the peer's silence cannot be told from our
-    /// own while nothing is read, and a connection whose bytes wait unread in the socket must
-    /// not be ended as stalled (with those bytes) because the application paused longer than
-    /// the idle timeout and `probe_answer`. Once reads go on, silence is measured again.
+    /// so. Nothing read is not the peer's silence: it counts as input for the idle timer (a
+    /// connection whose bytes wait unread in the socket must not be ended as stalled, with
+    /// those bytes, because the application paused longer than the idle timeout and
+    /// `probe_answer`), and requests past their timeout wait for the next read (their
+    /// answers may be in the socket: an order request must not be reported timed out, and
+    /// sent again, because the market data before its answer was not taken). Once reads go
+    /// on, silence and request timeouts are measured again.
     pub fn handle_reads_held(&mut self, now: Instant) {
         if self.conn.is_some() {
             self.last_input = now;
             self.probing = false;
+            self.reads_held = true;
         }
     }
 
@@ -187,6 +191,7 @@ impl Stream {
     pub(super) fn after_read(&mut self, now: Instant) {
         self.stats.set_last_receive(now);
         self.probing = false;
+        self.reads_held = false;
         // The idle timer is not moved here (an addition and a new earliest deadline a read):
         // when it fires, it finds this read and re-arms from it (`on_timer`).
         self.last_input = now;
@@ -216,7 +221,9 @@ impl Stream {
             conn.handle_timeout(now);
             self.drain_connection(now);
         }
-        self.router.handle_timeout(now);
+        if !self.reads_held {
+            self.router.handle_timeout(now);
+        }
         while let Some(t) = self.router.poll_timed_out() {
             self.events.push_back(StreamEvent::RequestTimedOut {
                 id: t.id,

@@ -52,6 +52,7 @@ impl Stream {
         self.opened_at = Some(now);
         self.got_data = false;
         self.probing = false;
+        self.reads_held = false;
         self.logged_in = false;
         let t = &self.config.timeouts;
         self.timers.stop(Timer::Connect);
