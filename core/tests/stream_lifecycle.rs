@@ -11,8 +11,8 @@ use common::harness::Harness;
 use feedwire_core::testing::server_frame;
 use feedwire_core::{
     CloseInitiator, ConfigError, ConnectBudget, EndReason, Error, HandshakeError, RequestId,
-    RequestKind, Stream, StreamConfig, StreamError, StreamEvent, StreamState, TransportCommand,
-    MAX_EXTRACT_KEYS,
+    RequestKind, Stream, StreamConfig, StreamError, StreamEvent, StreamState, Timeouts,
+    TransportCommand, MAX_EXTRACT_KEYS,
 };
 
 const URL: &str = "ws://127.0.0.1:9443/ws";
@@ -745,6 +745,46 @@ fn lifetime_limit_leads_to_a_planned_reconnect() {
             ..
         }
     )));
+}
+
+/// The connection's age comes while the transport holds its reads for the application: the
+/// planned reconnect waits for the reads to go on — its Close would otherwise time out
+/// behind them, and the connection go with the messages they hold.
+#[test]
+fn a_planned_reconnect_for_age_waits_for_held_reads() {
+    let config = StreamConfig {
+        timeouts: Timeouts {
+            max_lifetime: Some(Duration::from_secs(3600)),
+            ..Timeouts::default()
+        },
+        ..binance()
+    };
+    let mut h = open(config);
+    // Busy (no idle probe) until shortly before the age, with the lifetime's random part
+    // (at most 1/144 of it, 25 s) still ahead.
+    for _ in 0..350 {
+        h.advance(Duration::from_secs(10));
+        h.feed_text(r#"{"e":"x"}"#);
+    }
+    h.sent.clear();
+    for _ in 0..20 {
+        h.s.handle_reads_held(h.now);
+        h.advance(Duration::from_secs(10));
+    }
+    assert_eq!(
+        h.state(),
+        StreamState::Open,
+        "no Close while reads are held"
+    );
+    assert!(h.sent_frames().is_empty());
+    h.feed_text(r#"{"e":"y"}"#);
+    h.advance(Duration::from_secs(1));
+    assert_eq!(
+        h.state(),
+        StreamState::Closing,
+        "the planned reconnect once reads go on"
+    );
+    assert_eq!(h.sent_frames()[0].0, 0x8);
 }
 
 #[test]

@@ -85,8 +85,9 @@ impl Stream {
     /// those bytes, because the application paused longer than the idle timeout and
     /// `probe_answer`), and requests past their timeout wait for the next read (their
     /// answers may be in the socket: an order request must not be reported timed out, and
-    /// sent again, because the market data before its answer was not taken). Once reads go
-    /// on, silence and request timeouts are measured again.
+    /// sent again, because the market data before its answer was not taken); a planned
+    /// reconnect for the connection's age waits too (its Close would time out behind the
+    /// held reads). Once reads go on, all three are measured again.
     pub fn handle_reads_held(&mut self, now: Instant) {
         if self.conn.is_some() {
             self.last_input = now;

@@ -13,6 +13,10 @@ use crate::stream::profile;
 use crate::stream::timers::Timer;
 use crate::ws::CloseInitiator;
 
+/// How long a planned reconnect for the connection's age waits while reads are held before
+/// it asks again.
+const LIFETIME_RETRY: Duration = Duration::from_secs(1);
+
 impl Stream {
     pub(super) fn start_connecting(&mut self, now: Instant) {
         self.state = StreamState::Connecting {
@@ -197,7 +201,15 @@ impl Stream {
                 }
             }
             Timer::Pace => self.flush_outbox(now),
-            Timer::Lifetime => self.planned_reconnect(EndReason::LifetimeReached, now),
+            Timer::Lifetime => {
+                // Not while reads wait for the application: our Close would time out behind
+                // them and the connection go with what they hold. Asked again a second on.
+                if self.reads_held {
+                    self.timers.set(Timer::Lifetime, after(now, LIFETIME_RETRY));
+                } else {
+                    self.planned_reconnect(EndReason::LifetimeReached, now);
+                }
+            }
         }
     }
 
