@@ -160,7 +160,8 @@ pub struct Stream {
     /// A probe is out and unanswered.
     probing: bool,
     /// The transport holds its reads for the application ([`Stream::handle_reads_held`])
-    /// and has not read since: request deadlines wait (an answer may be in the socket).
+    /// and has not read since: request deadlines and a planned reconnect for age wait (an
+    /// answer, or the messages before our Close's answer, may be in the socket).
     reads_held: bool,
     /// The last read on the current connection (or its opening): the idle timer measures
     /// silence from here.

@@ -80,14 +80,14 @@ impl Stream {
 
     /// The transport holds its reads back because the application is behind (events it
     /// has not taken yet): call it before [`handle_timeout`](Self::handle_timeout) while
-    /// so. Nothing read is not the peer's silence: it counts as input for the idle timer (a
-    /// connection whose bytes wait unread in the socket must not be ended as stalled, with
-    /// those bytes, because the application paused longer than the idle timeout and
-    /// `probe_answer`), and requests past their timeout wait for the next read (their
-    /// answers may be in the socket: an order request must not be reported timed out, and
-    /// sent again, because the market data before its answer was not taken); a planned
-    /// reconnect for the connection's age waits too (its Close would time out behind the
-    /// held reads). Once reads go on, all three are measured again.
+    /// so. Reading nothing then is not the peer's silence. It counts as input for the idle
+    /// timer: a connection whose bytes wait unread in the socket must not be ended as
+    /// stalled, with those bytes, because the application paused longer than the idle
+    /// timeout and `probe_answer`. Requests past their timeout wait for the next read: their
+    /// answers may be in the socket (an order request must not be reported timed out, and
+    /// sent again, because the market data before its answer was not taken). A planned
+    /// reconnect for the connection's age waits too: its Close would time out behind the
+    /// held reads. Once reads go on, all three are measured again.
     pub fn handle_reads_held(&mut self, now: Instant) {
         if self.conn.is_some() {
             self.last_input = now;
