@@ -817,7 +817,8 @@ pub fn a_consumer_paused_past_the_idle_timeout_loses_nothing(adapter: &dyn Adapt
     let mut config = StreamConfig::binance_stream(&srv.url());
     config.timeouts.idle = Some(Duration::from_millis(200));
     config.timeouts.probe_answer = Duration::from_millis(200);
-    let mut s = adapter.start(config, None, CAPACITY);
+    // A small buffer, as for the slow consumer: full within the pause, so reads are held.
+    let mut s = adapter.start(config, None, 64);
     wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Data { .. }));
     std::thread::sleep(Duration::from_millis(1500));
     let read = s.stats().messages_received;

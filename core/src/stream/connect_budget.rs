@@ -53,16 +53,6 @@ impl ConnectBudget {
         })
     }
 
-    /// Most attempts in any window.
-    pub fn max(&self) -> usize {
-        self.inner.max
-    }
-
-    /// The window the attempts are counted over.
-    pub fn window(&self) -> Duration {
-        self.inner.window
-    }
-
     /// Takes the next turn: the earliest instant at or after `now` (and after every turn
     /// handed out before) at which an attempt keeps at most `max` in any window. The turn is
     /// spent whether or not the attempt is then made.

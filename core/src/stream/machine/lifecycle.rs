@@ -195,8 +195,9 @@ impl Stream {
                     self.start_connecting(now);
                 }
             }
+            // Set only while `Connecting` without a `Connect` out; cleared when that ends.
             Timer::Turn => {
-                if self.awaiting_turn && matches!(self.state, StreamState::Connecting { .. }) {
+                if self.awaiting_turn {
                     self.connect_now(now);
                 }
             }
