@@ -250,8 +250,27 @@ pub struct MioAdapter;
 struct MioSession<H> {
     handle: feedwire_mio::LoopHandle<H>,
     id: feedwire_mio::StreamId,
-    events: Option<std::sync::mpsc::Receiver<StreamEvent>>,
+    events: Option<MioEvents>,
     stats: feedwire_core::StatsHandle,
+}
+
+/// Where a mio session's events come from: the delivery's own channel, or the channel a
+/// lending handler forwards into.
+enum MioEvents {
+    Channel(feedwire_mio::Events),
+    Forwarded(std::sync::mpsc::Receiver<StreamEvent>),
+}
+
+impl MioEvents {
+    fn recv_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<StreamEvent, std::sync::mpsc::RecvTimeoutError> {
+        match self {
+            Self::Channel(rx) => rx.recv_timeout(timeout),
+            Self::Forwarded(rx) => rx.recv_timeout(timeout),
+        }
+    }
 }
 
 impl Adapter for MioAdapter {
@@ -261,9 +280,9 @@ impl Adapter for MioAdapter {
         roots: Option<RootCertStore>,
         event_capacity: usize,
     ) -> Box<dyn Session> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(event_capacity);
+        let (tx, rx) = feedwire_mio::event_channel(event_capacity);
         let delivery = feedwire_mio::Delivery::<feedwire_mio::AnyDataHandler>::Channel(tx);
-        start_mio(config, roots, delivery, rx)
+        start_mio(config, roots, delivery, MioEvents::Channel(rx))
     }
 }
 
@@ -284,7 +303,7 @@ impl Adapter for MioLendAdapter {
     ) -> Box<dyn Session> {
         let (tx, rx) = std::sync::mpsc::channel();
         let delivery = feedwire_mio::Delivery::Lend(Forward(tx));
-        start_mio(config, roots, delivery, rx)
+        start_mio(config, roots, delivery, MioEvents::Forwarded(rx))
     }
 }
 
@@ -293,7 +312,7 @@ fn start_mio<H: feedwire_mio::DataHandler + Send + 'static>(
     config: StreamConfig,
     roots: Option<RootCertStore>,
     delivery: feedwire_mio::Delivery<H>,
-    events: std::sync::mpsc::Receiver<StreamEvent>,
+    events: MioEvents,
 ) -> Box<dyn Session> {
     let options = feedwire_mio::MioOptions {
         tls: roots.map(feedwire_core::tls_config_with_roots),
@@ -311,7 +330,7 @@ fn start_mio<H: feedwire_mio::DataHandler + Send + 'static>(
 
 impl<H: feedwire_mio::DataHandler + Send + 'static> Session for MioSession<H> {
     fn next_event(&mut self, timeout: Duration) -> Result<Option<StreamEvent>, ()> {
-        let Some(rx) = self.events.as_ref() else {
+        let Some(rx) = self.events.as_mut() else {
             return Ok(None);
         };
         match rx.recv_timeout(timeout) {

@@ -122,7 +122,7 @@ fn shutdown_puts_each_streams_close_on_the_wire() {
     let feed = LoopHandle::spawn(MioOptions::default()).unwrap();
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let (tx, rx) = std::sync::mpsc::sync_channel(64);
+        let (tx, mut rx) = feedwire_mio::event_channel(64);
         let config = StreamConfig::binance_stream(&url);
         let (id, _) = feed.connect(config, Delivery::Channel(tx)).unwrap();
         while !matches!(

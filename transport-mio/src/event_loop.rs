@@ -14,7 +14,7 @@ use mio::{Events, Poll, Token, Waker};
 
 use crate::deadlines::{Deadlines, StreamDeadline};
 use crate::doorbell::Doorbell;
-use crate::handle::{Command, LoopError, MioOptions, StreamId};
+use crate::handle::{Command, Delivery, LoopError, MioOptions, StreamId};
 use crate::loop_thread::LoopId;
 use crate::resolver::Resolver;
 use crate::slot::Slab;
@@ -293,16 +293,15 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         }
     }
 
-    /// Zero while a stream still has unread input or commands wait; 1 ms while a channel is
-    /// full (a consumer draining it does not wake us); else until the earliest deadline (the
-    /// idle sweep's at the latest, so there always is one).
+    /// Zero while a stream still has unread input or commands wait; else until the earliest
+    /// deadline (the idle sweep's at the latest, so there always is one). A stream whose
+    /// events wait for room in its channel needs no turn before its consumer takes them,
+    /// which wakes the loop.
     fn poll_timeout(&mut self) -> Duration {
         let mut more_input = false;
-        let mut undelivered = false;
         for id in &self.ready {
             if let Some(e) = self.streams.get_mut(id.index, id.generation) {
                 more_input |= e.readable && e.pending.is_empty();
-                undelivered |= !e.pending.is_empty();
             }
         }
         if more_input || self.commands_left {
@@ -313,12 +312,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             .deadlines
             .next()
             .map_or(self.next_sweep, |t| t.min(self.next_sweep));
-        let wait = earliest.saturating_duration_since(Instant::now());
-        if undelivered {
-            wait.min(Duration::from_millis(1))
-        } else {
-            wait
-        }
+        earliest.saturating_duration_since(Instant::now())
     }
 
     /// Once a second: streams quiet for [`IDLE_RELEASE`] release their read buffers, so an
@@ -363,6 +357,9 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         }
         match cmd {
             Command::Connect(config, delivery, reply) => {
+                if let Delivery::Channel(tx) = &delivery {
+                    tx.attach(self.doorbell.waker());
+                }
                 let result = Stream::new(*config, os_seed(), now).map(|stream| {
                     let stats = stream.stats_handle();
                     let entry = Entry {

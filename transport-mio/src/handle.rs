@@ -1,7 +1,7 @@
 //! The application's side of the loop: spawning it, commands through a channel and a waker,
 //! and the two delivery styles.
 
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -68,10 +68,11 @@ pub enum Delivery<H = AnyDataHandler> {
     /// [`feedwire_core::Stream::handle_read_with`]). A panic drops the stream, as for
     /// [`Handler`].
     Lend(H),
-    /// A bounded channel: when full, the loop stops reading the stream until there is room
+    /// A bounded [`event_channel`](crate::event_channel): when full, the loop stops
+    /// reading the stream until the consumer takes what waits, which wakes the loop
     /// (however long: the idle timeout does not take the held reads for a silent peer);
     /// when the receiver is dropped, the stream is stopped.
-    Channel(SyncSender<StreamEvent>),
+    Channel(crate::EventSender),
 }
 
 impl<H> Delivery<H> {

@@ -14,9 +14,10 @@
 //! [`DataHandler`] called on the loop thread with data messages lent in place (no copy, no
 //! event — the cheapest way to read; on a loop typed for its handler, [`MioLoop::lending_to`]
 //! or [`LoopHandle::spawn_lending_to`], called directly rather than through a vtable) and
-//! other events; or a bounded channel for consuming on another thread (when it is full the
-//! loop stops reading that stream).
+//! other events; or a bounded [`event_channel`] for consuming on another thread (when it is
+//! full the loop stops reading that stream until the consumer takes what waits).
 
+mod channel;
 mod deadlines;
 mod doorbell;
 mod embedded;
@@ -27,6 +28,7 @@ mod resolver;
 mod slot;
 mod stream_io;
 
+pub use channel::{event_channel, EventSender, Events};
 pub use embedded::{user_token, user_token_number, MioLoop};
 pub use feedwire_core::DataHandler;
 pub use handle::{AnyDataHandler, Delivery, Handler, LoopError, LoopHandle, MioOptions, StreamId};

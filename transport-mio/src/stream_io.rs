@@ -4,7 +4,6 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::sync::mpsc::TrySendError;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -377,21 +376,11 @@ pub(crate) fn deliver<H: DataHandler>(e: &mut Entry<H>) {
             }
         }
         Delivery::Channel(tx) => {
-            while let Some(ev) = e.pending.pop_front() {
-                match tx.try_send(ev) {
-                    Ok(()) => {}
-                    Err(TrySendError::Full(ev)) => {
-                        e.pending.push_front(ev);
-                        return;
-                    }
-                    Err(TrySendError::Disconnected(_)) => {
-                        // Nobody listens any more: stop the stream.
-                        e.pending.clear();
-                        if !e.stream.state().is_terminal() {
-                            e.stream.stop(Instant::now());
-                        }
-                        return;
-                    }
+            if tx.send(&mut e.pending).is_err() {
+                // Nobody listens any more: stop the stream.
+                e.pending.clear();
+                if !e.stream.state().is_terminal() {
+                    e.stream.stop(Instant::now());
                 }
             }
         }
