@@ -420,4 +420,76 @@ mod tests {
             assert_eq!(attempt(e), n as u32);
         }
     }
+
+    /// What the loop and the consumer do to the channel, in any order.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// The loop reads this many events and delivers what waits.
+        Read(usize),
+        /// The loop delivers what waits (a turn after a wake).
+        Deliver,
+        /// The consumer takes one event if one is there.
+        Take,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0usize..12).prop_map(Op::Read),
+            Just(Op::Deliver),
+            Just(Op::Take),
+            Just(Op::Take),
+        ]
+    }
+
+    proptest::proptest! {
+        /// However the loop's reads and the consumer's takes interleave: every event arrives
+        /// once and in order, at most `capacity` wait in the channel, and whenever the loop
+        /// is left waiting for room the consumer's next take of the channel wakes it.
+        #[test]
+        fn any_interleaving_delivers_in_order_within_the_bound_and_wakes_a_waiting_loop(
+            capacity in 1usize..8,
+            ops in proptest::collection::vec(op(), 1..200),
+        ) {
+            let (tx, mut rx, mut poll) = attached(capacity);
+            let (mut next, mut expected) = (0u32, 0u32);
+            let mut pending = VecDeque::new();
+            for op in ops {
+                match op {
+                    Op::Read(n) => {
+                        pending.extend((next..next + n as u32).map(event));
+                        next += n as u32;
+                        tx.send(&mut pending).unwrap();
+                    }
+                    Op::Deliver => tx.send(&mut pending).unwrap(),
+                    Op::Take => {
+                        let waited = !pending.is_empty();
+                        let batch_empty = rx.batch.is_empty();
+                        let queued = tx.shared.lock().queue.len();
+                        if let Ok(e) = rx.try_recv() {
+                            proptest::prop_assert_eq!(attempt(e), expected);
+                            expected += 1;
+                        }
+                        // Taking a new batch with the loop waiting must wake it.
+                        let took_queue = batch_empty && queued > 0;
+                        proptest::prop_assert_eq!(woken(&mut poll), waited && took_queue);
+                    }
+                }
+                proptest::prop_assert!(tx.shared.lock().queue.len() <= capacity);
+            }
+            // Everything sent arrives once the loop delivers what was left.
+            loop {
+                tx.send(&mut pending).unwrap();
+                match rx.try_recv() {
+                    Ok(e) => {
+                        proptest::prop_assert_eq!(attempt(e), expected);
+                        expected += 1;
+                    }
+                    Err(_) if pending.is_empty() => break,
+                    Err(_) => {}
+                }
+            }
+            proptest::prop_assert_eq!(expected, next);
+        }
+    }
 }
