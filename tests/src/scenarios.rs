@@ -447,6 +447,27 @@ pub fn dropping_the_events_stops_the_stream(adapter: &dyn Adapter) {
     let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
     wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Data { .. }));
     s.drop_events();
+    wait_until_closed(s.as_ref());
+}
+
+/// Dropping the event receiver of a quiet stream (open, nothing arriving; its handle kept)
+/// stops it too. Both adapters noticed the drop only when the stream's next events found
+/// nobody: a quiet stream stayed connected, reconnecting when it dropped, for as long as
+/// its handle (a whole mio loop's) lived.
+pub fn dropping_the_events_of_a_quiet_stream_stops_it(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        count: Some(0),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
+    wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Opened { .. }));
+    s.drop_events();
+    wait_until_closed(s.as_ref());
+}
+
+/// Waits (at most [`TIMEOUT`]) for the stream's statistics to say it is closed.
+fn wait_until_closed(s: &dyn Session) {
     let deadline = Instant::now() + TIMEOUT;
     // State 5 is Closed (see StatsSnapshot::state).
     while s.stats().state != 5 {
@@ -1181,13 +1202,14 @@ pub fn a_silent_address_falls_back_to_the_next(adapter: &dyn Adapter) {
 /// Declares one `#[test]` per shared scenario for `$adapter` (a unit struct implementing
 /// [`Adapter`]): an adapter's test file is this one line, so no adapter can skip a scenario.
 /// `@handler` declares those that apply to a delivery that cannot push back (a handler
-/// called with every event): all but the two about a full or dropped receiver.
+/// called with every event): all but those about a full or dropped receiver.
 #[macro_export]
 macro_rules! adapter_scenarios {
     ($adapter:expr) => {
         $crate::adapter_scenarios!(@handler $adapter);
         $crate::adapter_scenarios!(@each $adapter;
             dropping_the_events_stops_the_stream,
+            dropping_the_events_of_a_quiet_stream_stops_it,
             slow_consumer_keeps_memory_bounded,
             a_consumer_paused_past_the_idle_timeout_loses_nothing,
         );

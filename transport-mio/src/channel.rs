@@ -26,7 +26,7 @@ use mio::Waker;
 /// batch the receiver took last; when the channel is full the loop stops reading the stream
 /// (its socket holds the rest) until the receiver takes the waiting events, which wakes it.
 /// The receiver's end comes after the stream's last event (`Closed`, `Crashed`); dropping
-/// the receiver stops the stream.
+/// the receiver stops the stream at once, a quiet one too.
 pub fn event_channel(capacity: usize) -> (EventSender, Events) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
@@ -37,6 +37,7 @@ pub fn event_channel(capacity: usize) -> (EventSender, Events) {
             sender_gone: false,
             receiver_gone: false,
             waker: None,
+            on_receiver_gone: None,
         }),
         filled: Condvar::new(),
     });
@@ -69,6 +70,10 @@ struct State {
     receiver_gone: bool,
     /// The loop's waker, from when the stream is added to a loop.
     waker: Option<Arc<Waker>>,
+    /// Stops the stream (a command to its loop), from when it is added to one: a stream
+    /// whose receiver went would otherwise run on until its next event found nobody — for
+    /// a quiet one, for good, holding its connection (Betfair allows an account a few).
+    on_receiver_gone: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl Shared {
@@ -89,9 +94,12 @@ pub struct EventSender {
 pub(crate) struct ReceiverGone;
 
 impl EventSender {
-    /// The loop's waker, for the consumer to wake it when it makes room.
-    pub(crate) fn attach(&self, waker: Arc<Waker>) {
-        self.shared.lock().waker = Some(waker);
+    /// Ties the channel to its stream's loop: `waker` for the consumer to wake it when it
+    /// makes room, `on_receiver_gone` to stop the stream when the receiver is dropped.
+    pub(crate) fn attach(&self, waker: Arc<Waker>, on_receiver_gone: Box<dyn FnOnce() + Send>) {
+        let mut state = self.shared.lock();
+        state.waker = Some(waker);
+        state.on_receiver_gone = Some(on_receiver_gone);
     }
 
     /// Moves what fits of `pending` (from its front) into the channel, in order; what does
@@ -245,12 +253,10 @@ impl Drop for Events {
         state.receiver_gone = true;
         // The events and the read blocks their payloads hold go now, not with the stream.
         state.queue = VecDeque::new();
-        let waker = state.loop_waits.then(|| state.waker.clone()).flatten();
+        let stop = state.on_receiver_gone.take();
         drop(state);
-        if let Some(w) = waker {
-            // The loop waits for room that will not come: let it see the stream has nobody
-            // to deliver to, and stop it.
-            let _ = w.wake();
+        if let Some(stop) = stop {
+            stop();
         }
     }
 }
@@ -286,12 +292,19 @@ mod tests {
         range.map(event).collect()
     }
 
-    /// A poll with the channel's sender attached to its waker.
+    /// A poll with the channel's sender attached to its waker; the receiver's drop wakes it
+    /// too, as the loop's stop command does.
     fn attached(capacity: usize) -> (EventSender, Events, Poll) {
         let poll = Poll::new().unwrap();
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).unwrap());
         let (tx, rx) = event_channel(capacity);
-        tx.attach(waker);
+        let stop = waker.clone();
+        tx.attach(
+            waker,
+            Box::new(move || {
+                let _ = stop.wake();
+            }),
+        );
         (tx, rx, poll)
     }
 
@@ -370,17 +383,16 @@ mod tests {
     }
 
     #[test]
-    fn a_dropped_receiver_refuses_sends_and_wakes_a_waiting_loop() {
-        let (tx, rx, mut poll) = attached(1);
-        let mut left = pending(0..3);
-        tx.send(&mut left).unwrap();
-        assert!(!woken(&mut poll));
-        drop(rx);
-        assert!(
-            woken(&mut poll),
-            "the loop waited for room: woken to stop the stream"
-        );
-        assert!(tx.send(&mut left).is_err());
+    fn a_dropped_receiver_refuses_sends_and_stops_the_stream() {
+        for events in [0, 3] {
+            let (tx, rx, mut poll) = attached(1);
+            let mut left = pending(0..events);
+            tx.send(&mut left).unwrap();
+            assert!(!woken(&mut poll));
+            drop(rx);
+            assert!(woken(&mut poll), "{events} events: told to stop the stream");
+            assert!(tx.send(&mut left).is_err());
+        }
     }
 
     #[test]

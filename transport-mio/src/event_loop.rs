@@ -41,6 +41,8 @@ pub(crate) struct EventLoop<H> {
     /// INVARIANT: every sender wakes the loop's `Waker` after each send (`LoopHandle::send`,
     /// the resolver's report): `turn` reads the channel only after a wake.
     commands: Receiver<Command<H>>,
+    /// A sender of `commands`, for the loop's own (a dropped event receiver's stop).
+    loopback: Sender<Command<H>>,
     resolver: Resolver<H>,
     streams: Slab<Entry<H>>,
     deadlines: Deadlines,
@@ -75,6 +77,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             Self {
                 poll,
                 commands,
+                loopback: loopback.clone(),
                 resolver: Resolver::new(loopback, doorbell.waker()),
                 streams: Slab::default(),
                 deadlines: Deadlines::default(),
@@ -357,9 +360,6 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         }
         match cmd {
             Command::Connect(config, delivery, reply) => {
-                if let Delivery::Channel(tx) = &delivery {
-                    tx.attach(self.doorbell.waker());
-                }
                 let result = Stream::new(*config, os_seed(), now).map(|stream| {
                     let stats = stream.stats_handle();
                     let entry = Entry {
@@ -380,6 +380,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                     (StreamId { index, generation }, stats)
                 });
                 if let Ok((id, _)) = &result {
+                    self.attach_channel(*id);
                     self.mark(*id);
                 }
                 let _ = reply.send(result.map_err(LoopError::from));
@@ -487,6 +488,23 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             if stopped.is_err() {
                 self.drop_panicked(id, now);
             }
+        }
+    }
+
+    /// A stream delivering to an [`event_channel`](crate::event_channel): its consumer
+    /// wakes the loop when it makes room, and dropping its receiver stops the stream.
+    fn attach_channel(&mut self, id: StreamId) {
+        let Some(e) = self.streams.get_mut(id.index, id.generation) else {
+            return;
+        };
+        if let Delivery::Channel(tx) = &e.delivery {
+            let (commands, doorbell) = (self.loopback.clone(), self.doorbell.clone());
+            let stop = move || {
+                if commands.send(Command::Stop(id)).is_ok() {
+                    let _ = doorbell.ring();
+                }
+            };
+            tx.attach(self.doorbell.waker(), Box::new(stop));
         }
     }
 

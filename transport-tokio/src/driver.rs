@@ -108,6 +108,15 @@ pub(crate) struct Driver<H> {
     /// Waits for room in the event channel while a batch is held back (made when the
     /// application falls behind, dropped when the room comes).
     room: Option<Pin<Box<RoomWait>>>,
+    /// Waits for the application's [`Events`] to be dropped while no batch is held back
+    /// (when one is, `room` sees it): a dropped receiver stops the stream at once — a quiet
+    /// stream's next batch, which would find nobody, might never come, and the stream held
+    /// its connection (Betfair allows an account a few) for as long as its handle lived.
+    events_dropped: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// Whether `events_dropped` holds our waker.
+    events_dropped_waker: Registered,
+    /// The drop was seen (the stream was stopped for it): not waited for again.
+    events_gone: bool,
     /// Requests whose caller awaits the response.
     awaited: AwaitedAnswers<ResponseReply>,
     /// The deadline timer, kept across waits (made on the first, inside the runtime).
@@ -216,6 +225,9 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             options,
             handles_gone: false,
             room: None,
+            events_dropped: None,
+            events_dropped_waker: Registered::default(),
+            events_gone: false,
             awaited: AwaitedAnswers::new(),
             timer: None,
             armed: None,
@@ -253,7 +265,11 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 Wake::EventRoom => self.forward_events(),
                 // Nobody listens: stop (the next forward drops the batch, so this wake does
                 // not repeat).
-                Wake::EventsGone => self.stream.stop(Instant::now()),
+                Wake::EventsGone => {
+                    self.events_gone = true;
+                    self.events_dropped = None;
+                    self.stream.stop(Instant::now());
+                }
                 Wake::Read | Wake::Writable => {}
                 Wake::Connected(result) => {
                     self.connecting = None;
@@ -370,7 +386,25 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                     });
                 }
             }
-            _ => self.room = None,
+            Output::Channel { events, .. } => {
+                self.room = None;
+                // Not counted in `polled`: the receiver's drop is no progress of the stream's
+                // own, and a stream with nothing else left should still be found stranded.
+                let dropped = events.is_closed();
+                if !self.events_gone && (dropped || !self.events_dropped_waker.holds(cx)) {
+                    let had_budget = tokio::task::coop::has_budget_remaining();
+                    let wait = self.events_dropped.get_or_insert_with(|| {
+                        let events = events.clone();
+                        Box::pin(async move { events.closed().await })
+                    });
+                    if wait.as_mut().poll(cx).is_ready() {
+                        self.events_dropped_waker.clear();
+                        return Poll::Ready(Wake::EventsGone);
+                    }
+                    self.events_dropped_waker.pending(cx, had_budget);
+                }
+            }
+            Output::Lend(_) => self.room = None,
         }
         // A batch still waiting for room means the application is behind: read nothing more
         // until it catches up (bounded memory, and the read buffer's blocks come back). The
