@@ -88,6 +88,24 @@ fn a_handler_calling_its_own_loop_is_refused_not_hung() {
 /// dropped with the stream: the server saw the connection end without a Close.
 #[test]
 fn shutdown_puts_each_streams_close_on_the_wire() {
+    streams_closed_by(feedwire_mio::LoopHandle::shutdown);
+}
+
+/// mio only: dropping the last handle of a spawned loop (a clone dropped before it) shuts
+/// it down as `shutdown` does, each stream's Close on the wire. The loop used to run on
+/// with its streams connected and its thread parked, until the process ended.
+#[test]
+fn dropping_the_last_handle_shuts_the_loop_down() {
+    streams_closed_by(|feed| {
+        let clone = feed.clone();
+        drop(feed);
+        drop(clone);
+    });
+}
+
+/// Two streams on a loop, each open with its receiver kept, the first stopped; then
+/// `end(handle)`: each peer has read one Close (1000) and the end of the connection.
+fn streams_closed_by(end: impl FnOnce(feedwire_mio::LoopHandle)) {
     use std::io::Read;
     use std::net::TcpListener;
     use std::time::Duration;
@@ -120,7 +138,8 @@ fn shutdown_puts_each_streams_close_on_the_wire() {
             .collect::<Vec<_>>()
     });
     let feed = LoopHandle::spawn(MioOptions::default()).unwrap();
-    let mut ids = Vec::new();
+    // The receivers are kept: dropping one stops its stream by itself.
+    let (mut ids, mut receivers) = (Vec::new(), Vec::new());
     for _ in 0..2 {
         let (tx, mut rx) = feedwire_mio::event_channel(64);
         let config = StreamConfig::binance_stream(&url);
@@ -130,9 +149,10 @@ fn shutdown_puts_each_streams_close_on_the_wire() {
             StreamEvent::Opened { .. }
         ) {}
         ids.push(id);
+        receivers.push(rx);
     }
     feed.stop(ids[0]);
-    feed.shutdown();
+    end(feed);
     for got in server.join().unwrap() {
         // A masked Close frame: FIN + opcode 8, mask bit and length 2, key, code 1000.
         assert_eq!(got.len(), 8, "{got:x?}");

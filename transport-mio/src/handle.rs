@@ -183,6 +183,10 @@ impl<H> Command<H> {
 /// Controls a loop from any thread; cloneable. Every command wakes the loop at once. The
 /// calls that return a result wait for the loop's answer; made from the loop's own thread
 /// (in a handler) they are refused with [`LoopError::OnLoopThread`] rather than hang it.
+///
+/// Dropping the last handle of a spawned loop shuts it down, as
+/// [`shutdown`](Self::shutdown) does (a handle kept by one of the loop's own handlers
+/// counts, so such a loop runs until `shutdown`).
 pub struct LoopHandle<H = AnyDataHandler> {
     pub(crate) commands: Sender<Command<H>>,
     pub(crate) doorbell: Doorbell,
@@ -197,6 +201,27 @@ impl<H> Clone for LoopHandle<H> {
             doorbell: self.doorbell.clone(),
             thread: self.thread.clone(),
             loop_id: self.loop_id,
+        }
+    }
+}
+
+/// The last handle of a spawned loop gone: nothing can stop its streams or the loop any
+/// more, so it shuts down. It used to run on with its streams connected (reconnecting for
+/// good) and its thread parked in `epoll_wait`, until the process ended.
+impl<H> Drop for LoopHandle<H> {
+    fn drop(&mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        // Only the last of the clones gets the thread (atomically: two dropped at once on
+        // two threads cannot both think the other one remains).
+        let Ok(thread) = Arc::try_unwrap(thread) else {
+            return;
+        };
+        // An ended loop refuses the command; its thread is joined all the same.
+        let _ = self.send(Command::Shutdown);
+        if !self.loop_id.is_current() {
+            let _ = thread.join();
         }
     }
 }
