@@ -299,3 +299,39 @@ fn a_burst_of_commands_is_taken_whole_a_slice_at_a_time() {
             .all(|(_, seen)| seen.ended.load(Ordering::Relaxed))
     });
 }
+
+/// An application that turns the loop and takes a stream's events from its `event_channel`
+/// on the same thread, between turns, waiting in each turn for as long as the loop likes:
+/// taking a full channel's events wakes the loop's `Poll` (there is no timed look for room
+/// any more), so the next turn delivers at once rather than sleeping to a deadline (the
+/// read buffers' sweep, a second away: 2,000 messages through a channel of 8 would take
+/// minutes).
+#[test]
+fn a_consumer_on_the_loops_own_thread_wakes_its_next_turn() {
+    const COUNT: usize = 2_000;
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(COUNT),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let (tx, mut events) = feedwire_mio::event_channel(8);
+    feed.connect(
+        StreamConfig::binance_stream(&srv.url()),
+        Delivery::Channel(tx),
+    )
+    .unwrap();
+    let start = Instant::now();
+    let mut data = 0;
+    while data < COUNT {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{data} messages in a minute: the turns slept"
+        );
+        feed.turn(None, |_| {}).unwrap();
+        while let Ok(event) = events.try_recv() {
+            data += usize::from(matches!(event, StreamEvent::Data { .. }));
+        }
+    }
+}
