@@ -39,7 +39,8 @@ const IDLE_RELEASE: Duration = Duration::from_secs(1);
 pub(crate) struct EventLoop<H> {
     poll: Poll,
     /// INVARIANT: every sender wakes the loop's `Waker` after each send (`LoopHandle::send`,
-    /// the resolver's report): `turn` reads the channel only after a wake.
+    /// the resolver's report, a dropped event receiver's stop): `turn` reads the channel only
+    /// after a wake.
     commands: Receiver<Command<H>>,
     /// A sender of `commands`, for the loop's own (a dropped event receiver's stop).
     loopback: Sender<Command<H>>,
