@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
-use feedwire_core::{StreamConfig, StreamEvent};
+use feedwire_core::{PlannedReconnect, StreamConfig, StreamEvent};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -160,14 +160,22 @@ fn padded(mut head: String, len: u32, tail: &str) -> String {
 }
 
 /// Everything observable: the events (Debug form, payloads included) and what was sent.
+/// `advise`: the shutdown notice is reported and the connection kept
+/// ([`PlannedReconnect::Advise`], its grace over within the run) instead of closed at once.
 fn binance_run(
     items: &[Item],
-    shutdown: bool,
+    (shutdown, advise): (bool, bool),
     trailing: &[u8],
     chunks: &[usize],
     mode: Mode,
 ) -> (String, Vec<(u8, Vec<u8>)>) {
-    let mut h = Harness::new(StreamConfig::binance_stream("ws://127.0.0.1:9/stream"));
+    let mut config = StreamConfig::binance_stream("ws://127.0.0.1:9/stream");
+    if advise {
+        config.reconnect.planned = PlannedReconnect::Advise {
+            grace: Duration::from_millis(5),
+        };
+    }
+    let mut h = Harness::new(config);
     h.open_ws();
     h.s.subscribe(&["btcusdt@aggTrade"], h.now).expect("open");
     h.pump();
@@ -179,8 +187,20 @@ fn binance_run(
         chunks,
         mode,
     );
+    let fed = h.now;
     h.advance(Duration::from_millis(10));
-    (format!("{:?}", h.take_events()), h.sent_frames())
+    // A deadline as the time from the bytes' arrival: each run has its own clock.
+    let events: Vec<String> = h
+        .take_events()
+        .iter()
+        .map(|e| match e {
+            StreamEvent::ReconnectDue { reason, deadline } => {
+                format!("ReconnectDue({reason:?}, +{:?})", *deadline - fed)
+            }
+            e => format!("{e:?}"),
+        })
+        .collect();
+    (format!("{events:?}"), h.sent_frames())
 }
 
 /// The events before a stop made after the first `at` bytes, the events after it (the rest
@@ -266,11 +286,13 @@ proptest! {
     fn binance_events_do_not_depend_on_read_boundaries(
         items in prop::collection::vec(item(), 1..40),
         shutdown in any::<bool>(),
+        advise in any::<bool>(),
         trailing in prop::collection::vec(any::<u8>(), 0..6),
         chunks in chunks(),
     ) {
         // Data first, so that what follows can take the fast path.
         let items = [vec![Item::Data(0)], items].concat();
+        let shutdown = (shutdown, advise);
         let whole = binance_run(&items, shutdown, &trailing, &[1 << 20], Mode::Queue);
         let split = binance_run(&items, shutdown, &trailing, &chunks, Mode::Queue);
         prop_assert_eq!(&split.0, &whole.0);
@@ -285,7 +307,7 @@ proptest! {
         // shutdown notice (the engine answers a violation with Close 1002 as soon as it
         // decodes it: in the notice's own read, before the stream's planned Close 1000).
         let crashed = whole.0.contains("Crashed");
-        if !crashed && (trailing.is_empty() || !shutdown) {
+        if !crashed && (trailing.is_empty() || !shutdown.0) {
             prop_assert_eq!(split.1, whole.1);
         }
     }
@@ -330,10 +352,10 @@ proptest! {
         chunks in large_chunks(),
     ) {
         let items = [vec![Item::Data(0)], items].concat();
-        let whole = binance_run(&items, false, &[], &[1 << 20], Mode::Queue);
+        let whole = binance_run(&items, (false, false), &[], &[1 << 20], Mode::Queue);
         prop_assert!(!whole.0.contains("Crashed") && !whole.0.contains("Failed"), "{}", whole.0);
-        prop_assert_eq!(&binance_run(&items, false, &[], &chunks, Mode::Queue), &whole);
-        prop_assert_eq!(&binance_run(&items, false, &[], &chunks, Mode::Lend), &whole);
+        prop_assert_eq!(&binance_run(&items, (false, false), &[], &chunks, Mode::Queue), &whole);
+        prop_assert_eq!(&binance_run(&items, (false, false), &[], &chunks, Mode::Lend), &whole);
         let whole = betfair_run(&items, &[1 << 20], Mode::Queue);
         prop_assert_eq!(betfair_run(&items, &chunks, Mode::Queue), whole.clone());
         prop_assert_eq!(betfair_run(&items, &chunks, Mode::Lend), whole);

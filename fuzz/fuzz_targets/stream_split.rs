@@ -8,11 +8,14 @@
 //! most one data message (the one half received then).
 #![no_main]
 
-use std::time::Instant;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use feedwire_core::testing::accept_response;
-use feedwire_core::{BetfairAuth, Stream, StreamConfig, StreamEvent, TransportCommand, WsConfig};
+use feedwire_core::{
+    BetfairAuth, PlannedReconnect, Stream, StreamConfig, StreamEvent, TransportCommand, WsConfig,
+};
 use libfuzzer_sys::fuzz_target;
 
 fn drain(s: &mut Stream, sent: &mut Vec<u8>, events: &mut Vec<String>) {
@@ -60,15 +63,22 @@ fn feed(
 /// Marks where the stop was made among the events.
 const STOP: &str = "-- stop --";
 
+static START: OnceLock<Instant> = OnceLock::new();
+
+/// A shutdown notice's report keeps the connection this long.
+const GRACE: Duration = Duration::from_millis(5);
+
 fn run(
     lines: bool,
+    advise: bool,
     data: &[u8],
     stop_at: Option<usize>,
     max_read_size: usize,
     splits: &[u8],
     lend: bool,
 ) -> Vec<String> {
-    let now = Instant::now();
+    // One clock for every run: a reported deadline is an instant, compared between runs.
+    let now = *START.get_or_init(Instant::now);
     let mut config = if lines {
         let auth = BetfairAuth {
             app_key: "k".into(),
@@ -78,6 +88,9 @@ fn run(
     } else {
         StreamConfig::binance_stream("ws://127.0.0.1:1/stream")
     };
+    if advise {
+        config.reconnect.planned = PlannedReconnect::Advise { grace: GRACE };
+    }
     config.ws = WsConfig {
         max_read_size,
         max_frame_size: 1 << 20,
@@ -111,16 +124,21 @@ fn run(
         }
         None => feed(&mut s, now, data, splits, lend, &mut events),
     }
-    s.handle_eof(now);
+    let later = now + 2 * GRACE;
+    if s.poll_timeout().is_some_and(|t| t <= later) {
+        s.handle_timeout(later);
+    }
+    s.handle_eof(later);
     drain(&mut s, &mut Vec::new(), &mut events);
     events
 }
 
 fuzz_target!(|input: &[u8]| {
-    let [control, nsplits, rest @ ..] = input else {
+    let [control, nsplits, options, rest @ ..] = input else {
         return;
     };
     let lines = control & 1 == 1;
+    let advise = options & 1 == 1;
     let stop = usize::from(*nsplits >> 3);
     let nsplits = usize::from(*nsplits % 8).min(rest.len());
     let (splits, data) = rest.split_at(nsplits);
@@ -128,8 +146,8 @@ fuzz_target!(|input: &[u8]| {
     let lend = control & 0x80 != 0;
     // 1..=31: a stop after that many 32nds of the bytes.
     let stop_at = (stop > 0).then(|| data.len() * stop / 32);
-    let reference = run(lines, data, stop_at, 256 * 1024, &[], false);
-    let split = run(lines, data, stop_at, max_read_size, splits, lend);
+    let reference = run(lines, advise, data, stop_at, 256 * 1024, &[], false);
+    let split = run(lines, advise, data, stop_at, max_read_size, splits, lend);
     assert_eq!(
         reference, split,
         "events depend on read splits (lending: {lend}, stop at {stop_at:?})"

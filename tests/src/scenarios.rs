@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use feedwire_core::testing::accept_response;
 use feedwire_core::{
     BetfairAuth, BetfairSubscription, CloseInitiator, EndReason, Error, HandshakeError,
-    RequestKind, StreamConfig, StreamEvent,
+    PlannedReconnect, RequestKind, StreamConfig, StreamEvent,
 };
 use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario, BETFAIR_IMAGE_CLK};
 
@@ -557,6 +557,67 @@ pub fn faults_reconnect_without_loss_or_duplicates(adapter: &dyn Adapter) {
             "{fault:?}"
         );
     }
+}
+
+/// Make-before-break after a `serverShutdown` notice (`PlannedReconnect::Advise`): the
+/// stream reports it and goes on delivering on the same connection; the application starts
+/// a second stream and stops the first once the second delivers. The first never
+/// reconnects; nothing between is missed. Left alone, the stream replaces the connection
+/// itself when the grace ends.
+pub fn a_reported_shutdown_keeps_the_connection_until_replaced(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        fault: Some(Fault::ServerShutdown { after: 100 }),
+        count: Some(1000),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let advising = |grace| {
+        let mut c = StreamConfig::binance_stream(&srv.url());
+        c.reconnect.planned = PlannedReconnect::Advise { grace };
+        c
+    };
+    let is_notice = |p: &[u8]| p.starts_with(br#"{"e":"serverShutdown""#);
+    let config = advising(Duration::from_secs(60));
+    let mut old = start(adapter, config.clone(), &srv);
+    let (mut got, mut due_after) = (Vec::new(), None);
+    while got.len() < 1000 {
+        match next(old.as_mut()) {
+            Some(StreamEvent::Data { payload, .. }) if !is_notice(&payload) => got.push(payload),
+            Some(StreamEvent::ReconnectDue { reason, .. }) => {
+                assert_eq!(reason, EndReason::ServerShutdown);
+                due_after = Some(got.len());
+            }
+            Some(e @ (StreamEvent::Reconnecting { .. } | StreamEvent::Closed { .. })) => {
+                panic!("{e:?}")
+            }
+            Some(_) => {}
+            None => panic!("ended"),
+        }
+    }
+    assert_eq!(due_after, Some(100));
+    assert!(got.iter().enumerate().all(|(i, p)| p == srv.payload(i)));
+    let mut new = start(adapter, config, &srv);
+    wait_for(new.as_mut(), |e| matches!(e, StreamEvent::Data { .. }));
+    old.stop();
+    assert_eq!(last_event(old.as_mut()), Some(CLOSED_BY_US));
+    new.stop();
+    assert_eq!(last_event(new.as_mut()), Some(CLOSED_BY_US));
+
+    let mut left = start(adapter, advising(Duration::from_millis(200)), &srv);
+    wait_for(left.as_mut(), |e| {
+        matches!(e, StreamEvent::ReconnectDue { .. })
+    });
+    let reported = Instant::now();
+    wait_for(left.as_mut(), |e| {
+        matches!(e, StreamEvent::Reconnecting { reason, planned: true, delay, .. }
+            if *reason == EndReason::ServerShutdown && delay.is_zero())
+    });
+    assert!(reported.elapsed() >= Duration::from_millis(150));
+    wait_for(left.as_mut(), |e| {
+        matches!(e, StreamEvent::Opened { reconnected: true })
+    });
+    left.stop();
+    assert_eq!(last_event(left.as_mut()), Some(CLOSED_BY_US));
 }
 
 /// 503 on the upgrade: back off and retry.
@@ -1225,6 +1286,7 @@ macro_rules! adapter_scenarios {
             a_large_frame_trickling_in_is_not_taken_for_silence,
             untrusted_certificate_is_a_typed_error,
             faults_reconnect_without_loss_or_duplicates,
+            a_reported_shutdown_keeps_the_connection_until_replaced,
             refused_upgrades_back_off_and_retry,
             silence_after_subscribe_hits_the_first_data_timeout,
             silence_after_data_hits_the_idle_timeout,

@@ -82,6 +82,38 @@ pub struct ReconnectPolicy {
     /// Give up (crash) after this many consecutive retries without a healthy connection.
     /// Default unlimited.
     pub max_attempts: Option<u32>,
+    /// What a planned reconnect does: close first, or leave the application time to
+    /// connect anew before this connection goes. Default
+    /// [`PlannedReconnect::CloseThenConnect`].
+    pub planned: PlannedReconnect,
+}
+
+/// What the stream does when a connection is to be replaced on purpose: it reached
+/// [`Timeouts::max_lifetime`], or the server announced its shutdown (Binance sends
+/// `serverShutdown` 10 minutes before it ends the connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlannedReconnect {
+    /// Close the connection and connect again at once. What the server sends from our
+    /// Close until the new connection's subscriptions take effect (the close handshake's
+    /// round trip, the next connection's handshakes and the subscription's round trip) is
+    /// missed.
+    #[default]
+    CloseThenConnect,
+    /// Make-before-break, by the application: report
+    /// [`StreamEvent::ReconnectDue`](crate::StreamEvent::ReconnectDue) and keep the
+    /// connection, delivering as before, for up to `grace`. The application starts a second
+    /// stream with the same subscriptions, takes both until the new one delivers what the
+    /// old one does (matched by the messages' own ids: an aggTrade's `a`, a depth update's
+    /// `u`), then stops this one. A connection still open when `grace` ends, or ended
+    /// before then in any way but a stop or crash (the server's close, a reset, an error),
+    /// is replaced as a planned reconnect is: at once, reported with the reason given in
+    /// `ReconnectDue` and `planned: true`.
+    Advise {
+        /// How long the connection is kept after the report: less than the server leaves
+        /// (Binance: 10 minutes after `serverShutdown`; the age of 24 h less the preset's
+        /// 23 h 40 min to 23 h 50 min for `max_lifetime`).
+        grace: Duration,
+    },
 }
 
 impl Default for ReconnectPolicy {
@@ -93,6 +125,7 @@ impl Default for ReconnectPolicy {
             jitter: 0.5,
             healthy_after: Duration::from_secs(60),
             max_attempts: None,
+            planned: PlannedReconnect::CloseThenConnect,
         }
     }
 }

@@ -303,6 +303,17 @@ pub enum StreamEvent {
         /// Subscription requests sent.
         count: usize,
     },
+    /// The connection is to be replaced on purpose and, as
+    /// [`PlannedReconnect::Advise`](crate::PlannedReconnect::Advise) asked, is kept until
+    /// `deadline` for the application to connect anew first; it still delivers. Reported once
+    /// a connection. Not reported with the default `CloseThenConnect`, whose
+    /// [`Reconnecting`](Self::Reconnecting) says `planned: true`.
+    ReconnectDue {
+        /// Why: [`EndReason::ServerShutdown`] or [`EndReason::LifetimeReached`].
+        reason: EndReason,
+        /// When the stream replaces the connection itself if it is still open.
+        deadline: Instant,
+    },
     /// The connection ended; another attempt follows after `delay`.
     Reconnecting {
         /// Number of the connection attempt that follows (the first connection was 1).

@@ -176,6 +176,10 @@ pub struct Stream {
     first_data_spent: bool,
     /// Why the current connection is being closed on purpose (planned reconnect).
     planned: Option<EndReason>,
+    /// Why the current connection is to be replaced, reported to the application
+    /// ([`PlannedReconnect::Advise`](crate::PlannedReconnect::Advise)) and kept for it until
+    /// the lifetime timer, which then holds the deadline, fires.
+    advised: Option<EndReason>,
     stop_requested: bool,
     /// At `stop()` a message was partly received: it is the one message still delivered
     /// after the stop (the first to complete), then nothing.
@@ -255,6 +259,7 @@ impl Stream {
             got_data: false,
             first_data_spent: false,
             planned: None,
+            advised: None,
             stop_requested: false,
             partial_at_stop: false,
             streams: url_streams.clone(),

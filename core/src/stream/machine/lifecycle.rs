@@ -7,7 +7,7 @@ use super::{Stream, STREAMS_PER_REQUEST};
 use crate::deadline::after;
 use crate::error::HandshakeError;
 use crate::stream::backoff::reconnect_delay;
-use crate::stream::config::Profile;
+use crate::stream::config::{PlannedReconnect, Profile};
 use crate::stream::event::{EndReason, RequestKind, StreamEvent, StreamState, TransportCommand};
 use crate::stream::profile;
 use crate::stream::timers::Timer;
@@ -207,6 +207,9 @@ impl Stream {
                 // them and the connection go with what they hold. Asked again a second on.
                 if self.reads_held {
                     self.timers.set(Timer::Lifetime, after(now, LIFETIME_RETRY));
+                } else if let Some(reason) = self.advised.take() {
+                    // The grace given with the report is over.
+                    self.replace_connection(reason, now);
                 } else {
                     self.planned_reconnect(EndReason::LifetimeReached, now);
                 }
@@ -223,8 +226,31 @@ impl Stream {
         }
     }
 
-    /// Ends the current connection on purpose and connects again at once.
+    /// The current connection is to be replaced on purpose: ends it and connects again at
+    /// once, or (`PlannedReconnect::Advise`) reports it and keeps the connection for the
+    /// grace. Once a connection: a later notice, or its age, changes nothing.
     pub(super) fn planned_reconnect(&mut self, reason: EndReason, now: Instant) {
+        if !matches!(self.state, StreamState::Open)
+            || self.planned.is_some()
+            || self.advised.is_some()
+        {
+            return;
+        }
+        if let PlannedReconnect::Advise { grace } = self.config.reconnect.planned {
+            let deadline = after(now, grace);
+            tracing::info!(host = %self.endpoint.host, %reason, ?grace, "planned reconnect due");
+            self.advised = Some(reason.clone());
+            // The connection's age can no longer matter: its timer holds the deadline.
+            self.timers.set(Timer::Lifetime, deadline);
+            self.events
+                .push_back(StreamEvent::ReconnectDue { reason, deadline });
+            return;
+        }
+        self.replace_connection(reason, now);
+    }
+
+    /// Ends the current connection on purpose and connects again at once.
+    fn replace_connection(&mut self, reason: EndReason, now: Instant) {
         if !matches!(self.state, StreamState::Open) || self.planned.is_some() {
             return;
         }
@@ -259,7 +285,8 @@ impl Stream {
         // went (close handshake, reset, or a violation in the bytes after the notice): the
         // same bytes must give the same report however reads split them, and whether the
         // engine failed before or after the stream acted on the notice depends on that.
-        let planned = self.planned.take();
+        // A connection kept after its report ends as the planned reconnect it was to be.
+        let planned = self.planned.take().or_else(|| self.advised.take());
         let was_planned = planned.is_some();
         let reason = match planned {
             Some(why) if !fatal => {
