@@ -38,6 +38,7 @@ impl ChildServer {
         let mode = match config.mode {
             Mode::Firehose => "firehose".to_owned(),
             Mode::Paced { per_sec } => format!("paced:{per_sec}"),
+            Mode::Live { per_sec } => format!("live:{per_sec}"),
         };
         let mut child = Command::new(std::env::current_exe()?)
             .arg(CHILD_ARG)
@@ -166,11 +167,13 @@ fn serve(args: &[String]) -> io::Result<()> {
         crate::measure::pin_to_cpu(cpu.parse().map_err(|_| bad("cpu"))?)?;
     }
     let scenario = Scenario::from_name(scenario).ok_or_else(|| bad("scenario"))?;
-    let mode = match mode.strip_prefix("paced:") {
-        Some(rate) => Mode::Paced {
-            per_sec: rate.parse().map_err(|_| bad("rate"))?,
-        },
-        None => Mode::Firehose,
+    let rate = |r: &str| r.parse().map_err(|_| bad("rate"));
+    let mode = if let Some(r) = mode.strip_prefix("paced:") {
+        Mode::Paced { per_sec: rate(r)? }
+    } else if let Some(r) = mode.strip_prefix("live:") {
+        Mode::Live { per_sec: rate(r)? }
+    } else {
+        Mode::Firehose
     };
     let config = ReplayConfig {
         count: if count == "default" {

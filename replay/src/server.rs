@@ -31,6 +31,17 @@ pub enum Mode {
         /// Messages per second.
         per_sec: u32,
     },
+    /// One feed at a fixed rate from the server's start, shared by every connection as an
+    /// exchange's is: a connection is sent the messages that fall due from when its stream
+    /// starts, so two connections open at once get the same messages at about the same
+    /// time. Sent as `Paced` is, every message opening with its `"ts_us"` and then
+    /// `"seq":<its number in the feed, from 0>`; message `seq` is the payload
+    /// [`payload(seq)`](ReplayServer::payload) on every connection. `count` caps the
+    /// messages of one connection; a fault's `after` counts those of its connection.
+    Live {
+        /// Messages per second.
+        per_sec: u32,
+    },
 }
 
 /// A misbehaviour on demand.
@@ -126,6 +137,8 @@ struct Shared {
     betfair_logins_to_refuse: AtomicU64,
     /// Every Betfair subscription request received, in order.
     betfair_subscriptions: Mutex<Vec<String>>,
+    /// When the server started: message 0 of a [`Mode::Live`] feed.
+    feed_start: std::time::Instant,
 }
 
 /// The distinct payloads a connection cycles through, each encoded (frame or line).
@@ -254,6 +267,7 @@ impl ReplayServer {
             betfair_session: Mutex::new(None),
             betfair_logins_to_refuse: AtomicU64::new(0),
             betfair_subscriptions: Mutex::new(Vec::new()),
+            feed_start: std::time::Instant::now(),
         };
         shared.cycle = Arc::new(shared.cycle(payloads));
         let shared = Arc::new(shared);
@@ -508,6 +522,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         mute: false,
         subscriptions,
         sent: 0,
+        feed_first: None,
         close_sent: false,
         shutdown_noticed: false,
         close_after_reply: false,
@@ -530,6 +545,9 @@ struct Writer {
     /// lists them in a `LIST_SUBSCRIPTIONS` answer.
     subscriptions: Vec<String>,
     sent: usize,
+    /// [`Mode::Live`]: the feed's number of this connection's first message, fixed when
+    /// its stream starts.
+    feed_first: Option<usize>,
     close_sent: bool,
     shutdown_noticed: bool,
     /// The reply just queued ends the connection (a refused Betfair login).
@@ -599,6 +617,19 @@ impl Writer {
                     tick.tick().await;
                     let due = (paced_start.elapsed().as_secs_f64() * f64::from(per_sec)) as usize;
                     let upto = due.min(self.shared.total);
+                    if let Next::Done = self.paced_batch(wr, upto).await? {
+                        return Ok(());
+                    }
+                }
+                Mode::Live { per_sec } => {
+                    let due = |start: std::time::Instant| {
+                        (start.elapsed().as_secs_f64() * f64::from(per_sec)) as usize
+                    };
+                    let first = *self
+                        .feed_first
+                        .get_or_insert_with(|| due(self.shared.feed_start));
+                    tick.tick().await;
+                    let upto = (due(self.shared.feed_start) - first).min(self.shared.total);
                     if let Next::Done = self.paced_batch(wr, upto).await? {
                         return Ok(());
                     }
@@ -700,13 +731,19 @@ impl Writer {
         let mut stamps = Vec::new();
         let mut stamped = Vec::new();
         while self.sent < limit {
-            let p = &self.cycle.payloads[self.shared.index(self.sent)];
+            let seq = self.feed_first.map(|first| first + self.sent);
+            let p = &self.cycle.payloads[self.shared.index(seq.unwrap_or(self.sent))];
             let at = stamp_offset(p);
             stamped.clear();
             stamped.extend_from_slice(&p[..at]);
             stamped.extend_from_slice(STAMP_KEY);
             stamped.extend_from_slice(provisional.as_bytes());
             stamped.push(b',');
+            if let Some(seq) = seq {
+                stamped.extend_from_slice(SEQ_KEY);
+                stamped.extend_from_slice(seq.to_string().as_bytes());
+                stamped.push(b',');
+            }
             stamped.extend_from_slice(&p[at..]);
             let payload_at = self.shared.encode(&stamped, &mut out);
             stamps.push(payload_at + at + STAMP_KEY.len());
@@ -896,6 +933,21 @@ fn stamp_offset(p: &[u8]) -> usize {
 
 /// The key of a paced message's send stamp, with its colon.
 const STAMP_KEY: &[u8] = b"\"ts_us\":";
+
+/// The key of a live message's number in the feed, with its colon.
+const SEQ_KEY: &[u8] = b"\"seq\":";
+
+/// A [`Mode::Live`] message's number in the feed: the `"seq":<digits>` pair within the
+/// first [`STAMP_WITHIN`] bytes.
+pub fn feed_seq(payload: &[u8]) -> Option<u64> {
+    let head = &payload[..payload.len().min(STAMP_WITHIN)];
+    let digits = &head[memchr::memmem::find(head, SEQ_KEY)? + SEQ_KEY.len()..];
+    let end = digits
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(digits.len());
+    std::str::from_utf8(&digits[..end]).ok()?.parse().ok()
+}
 
 /// Writes the time now (µs since the Unix epoch) over the `width` digits of the provisional
 /// stamp at each of `at` in `out`. A clock whose reading has another number of digits (not

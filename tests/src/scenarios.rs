@@ -11,7 +11,9 @@ use feedwire_core::{
     BetfairAuth, BetfairSubscription, CloseInitiator, EndReason, Error, HandshakeError,
     PlannedReconnect, RequestKind, StreamConfig, StreamEvent,
 };
-use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario, BETFAIR_IMAGE_CLK};
+use feedwire_replay::{
+    feed_seq, Fault, Mode, ReplayConfig, ReplayServer, Scenario, BETFAIR_IMAGE_CLK,
+};
 
 use crate::adapter::{Adapter, Session};
 
@@ -618,6 +620,92 @@ pub fn a_reported_shutdown_keeps_the_connection_until_replaced(adapter: &dyn Ada
     });
     left.stop();
     assert_eq!(last_event(left.as_mut()), Some(CLOSED_BY_US));
+}
+
+/// Make-before-break on a live feed (one numbered feed for every connection, as an
+/// exchange's): at `ReconnectDue` the application starts a second stream, takes both, and
+/// stops the first once the second has reached what the first delivered. Each stream's
+/// messages are consecutive, and together (merged by the feed's numbers) they miss nothing.
+pub fn make_before_break_on_a_live_feed_misses_nothing(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        mode: Mode::Live { per_sec: 20_000 },
+        fault: Some(Fault::ServerShutdown { after: 1_000 }),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut config = StreamConfig::binance_stream(&srv.url());
+    config.reconnect.planned = PlannedReconnect::Advise {
+        grace: Duration::from_secs(60),
+    };
+    let mut old = start(adapter, config.clone(), &srv);
+    let mut from_old = Vec::new();
+    loop {
+        let e = next(old.as_mut());
+        if matches!(e, Some(StreamEvent::ReconnectDue { .. })) {
+            break;
+        }
+        numbered(e, &mut from_old);
+    }
+    let mut new = start(adapter, config, &srv);
+    let mut from_new = Vec::new();
+    let give_up = Instant::now() + TIMEOUT;
+    // Until the old stream has delivered the new one's first message.
+    while from_new
+        .first()
+        .is_none_or(|first| from_old.last() < Some(first))
+    {
+        assert!(Instant::now() < give_up, "no overlap");
+        take_ready(old.as_mut(), &mut from_old);
+        take_ready(new.as_mut(), &mut from_new);
+    }
+    old.stop();
+    loop {
+        match next(old.as_mut()) {
+            Some(StreamEvent::Closed { .. }) => break,
+            e => numbered(e, &mut from_old),
+        }
+    }
+    let old_last = *from_old.last().unwrap();
+    while from_new.last().is_none_or(|&l| l < old_last + 100) {
+        numbered(next(new.as_mut()), &mut from_new);
+    }
+    new.stop();
+    let consecutive = |seqs: &[u64]| seqs.windows(2).all(|w| w[1] == w[0] + 1);
+    assert!(consecutive(&from_old), "old: {from_old:?}");
+    assert!(consecutive(&from_new), "new: {from_new:?}");
+    let mut merged: Vec<u64> = from_old.iter().chain(&from_new).copied().collect();
+    merged.sort_unstable();
+    merged.dedup();
+    assert!(
+        consecutive(&merged),
+        "a gap between {old_last} and {from_new:?}"
+    );
+}
+
+/// A data event's number in a live feed into `seqs` (the shutdown notice has none); any end
+/// of the stream, or of its connection, fails the test.
+fn numbered(e: Option<StreamEvent>, seqs: &mut Vec<u64>) {
+    match e {
+        Some(StreamEvent::Data { payload, .. }) => seqs.extend(feed_seq(&payload)),
+        Some(
+            e @ (StreamEvent::Reconnecting { .. }
+            | StreamEvent::Closed { .. }
+            | StreamEvent::Crashed(_)),
+        ) => panic!("{e:?}"),
+        Some(_) => {}
+        None => panic!("ended"),
+    }
+}
+
+/// The events `s` has ready now (within a millisecond each), through [`numbered`]: at most
+/// 64, so that a stream whose events keep coming does not keep its peer waiting.
+fn take_ready(s: &mut dyn Session, seqs: &mut Vec<u64>) {
+    for _ in 0..64 {
+        let Ok(e) = s.next_event(Duration::from_millis(1)) else {
+            return;
+        };
+        numbered(e, seqs);
+    }
 }
 
 /// 503 on the upgrade: back off and retry.
@@ -1287,6 +1375,7 @@ macro_rules! adapter_scenarios {
             untrusted_certificate_is_a_typed_error,
             faults_reconnect_without_loss_or_duplicates,
             a_reported_shutdown_keeps_the_connection_until_replaced,
+            make_before_break_on_a_live_feed_misses_nothing,
             refused_upgrades_back_off_and_retry,
             silence_after_subscribe_hits_the_first_data_timeout,
             silence_after_data_hits_the_idle_timeout,

@@ -585,6 +585,49 @@ fn paced_mode_stamps_every_message() {
     );
 }
 
+/// `Mode::Live`: one feed for every connection, as an exchange's — a connection opened later
+/// starts later in it, and a message's number names the same payload on every connection.
+#[test]
+fn a_live_feed_is_one_sequence_shared_by_every_connection() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(200),
+        mode: Mode::Live { per_sec: 2_000 },
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let url = srv.url();
+    let receive = move || {
+        let mut client = BlockingClient::connect(&url, WsConfig::default(), TIMEOUT).unwrap();
+        drain(&mut client).0
+    };
+    let first = std::thread::spawn(receive.clone());
+    std::thread::sleep(Duration::from_millis(60));
+    let later = std::thread::spawn(receive);
+    let feeds = [first.join().unwrap(), later.join().unwrap()];
+    let mut firsts = Vec::new();
+    for msgs in &feeds {
+        assert_eq!(msgs.len(), 200);
+        let seqs: Vec<u64> = msgs
+            .iter()
+            .map(|m| feedwire_replay::feed_seq(m).expect("numbered"))
+            .collect();
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+        for (m, seq) in msgs.iter().zip(&seqs) {
+            // The payload numbered `seq`, with the stamp and the number put in after its
+            // first pair: `{"stream":"btcusdt@aggTrade","ts_us":…,"seq":…,"data":…}`.
+            let find = |h: &[u8], n: &[u8]| h.windows(n.len()).position(|w| w == n).unwrap();
+            let (head, rest) = m.split_at(find(m, b"\"ts_us\""));
+            let rest = &rest[find(rest, b",\"seq\":") + 1..];
+            let rest = &rest[find(rest, b",") + 1..];
+            let usize_seq = usize::try_from(*seq).unwrap();
+            assert_eq!([head, rest].concat(), srv.payload(usize_seq).as_ref());
+        }
+        firsts.push(seqs[0]);
+    }
+    // 60 ms later at 2,000 a second: at least 120 messages on (a loaded machine, more).
+    assert!(firsts[1] >= firsts[0] + 110, "{firsts:?}");
+}
+
 #[test]
 fn a_paced_batch_carries_the_time_it_was_written() {
     // At 100,000/s the server writes a millisecond's messages at once — about a hundred,
