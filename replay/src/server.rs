@@ -36,8 +36,9 @@ pub enum Mode {
     /// starts, so two connections open at once get the same messages at about the same
     /// time. Sent as `Paced` is, every message opening with its `"ts_us"` and then
     /// `"seq":<its number in the feed, from 0>`; message `seq` is the payload
-    /// [`payload(seq)`](ReplayServer::payload) on every connection. `count` caps the
-    /// messages of one connection; a fault's `after` counts those of its connection.
+    /// [`payload(seq)`](ReplayServer::payload) on every connection (so a Betfair
+    /// connection joining after message 0 gets no image). `count` caps the messages of one
+    /// connection; a fault's `after` counts those of its connection.
     Live {
         /// Messages per second.
         per_sec: u32,
@@ -629,7 +630,9 @@ impl Writer {
                         .feed_first
                         .get_or_insert_with(|| due(self.shared.feed_start));
                     tick.tick().await;
-                    let upto = (due(self.shared.feed_start) - first).min(self.shared.total);
+                    let upto = due(self.shared.feed_start)
+                        .saturating_sub(first)
+                        .min(self.shared.total);
                     if let Next::Done = self.paced_batch(wr, upto).await? {
                         return Ok(());
                     }
