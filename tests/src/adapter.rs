@@ -32,6 +32,8 @@ pub trait Session {
     fn unsubscribe(&mut self, streams: &[&str]) -> Result<(), String>;
     /// Asks for the connection's Binance streams (the answer is an event).
     fn list_subscriptions(&mut self) -> Result<(), String>;
+    /// The Binance streams the stream subscribes on every connection, as it has them now.
+    fn subscriptions(&mut self) -> Result<Vec<String>, String>;
     /// Sets the Betfair market subscription.
     fn subscribe_markets(&mut self, sub: BetfairSubscription) -> Result<(), String>;
     /// Sets the Betfair order subscription.
@@ -185,6 +187,12 @@ impl Session for TokioSession {
     fn list_subscriptions(&mut self) -> Result<(), String> {
         self.rt
             .block_on(self.handle.list_subscriptions())
+            .map_err(|e| e.to_string())
+    }
+
+    fn subscriptions(&mut self) -> Result<Vec<String>, String> {
+        self.rt
+            .block_on(self.handle.subscriptions())
             .map_err(|e| e.to_string())
     }
 
@@ -355,6 +363,12 @@ impl<H: feedwire_mio::DataHandler + Send + 'static> Session for MioSession<H> {
     fn list_subscriptions(&mut self) -> Result<(), String> {
         self.handle
             .list_subscriptions(self.id)
+            .map_err(|e| e.to_string())
+    }
+
+    fn subscriptions(&mut self) -> Result<Vec<String>, String> {
+        self.handle
+            .subscriptions(self.id)
             .map_err(|e| e.to_string())
     }
 

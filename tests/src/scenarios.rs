@@ -626,9 +626,10 @@ pub fn a_reported_shutdown_keeps_the_connection_until_replaced(adapter: &dyn Ada
 }
 
 /// Make-before-break on a live feed (one numbered feed for every connection, as an
-/// exchange's): at `ReconnectDue` the application starts a second stream, takes both, and
-/// stops the first once the second has reached what the first delivered. Each stream's
-/// messages are consecutive, and together (merged by the feed's numbers) they miss nothing.
+/// exchange's): at `ReconnectDue` the application starts a second stream with the first
+/// one's subscriptions (as the first has them), takes both, and stops the first once the
+/// second has reached what the first delivered. Each stream's messages are consecutive, and
+/// together (merged by the feed's numbers) they miss nothing.
 pub fn make_before_break_on_a_live_feed_misses_nothing(adapter: &dyn Adapter) {
     let srv = replay(ReplayConfig {
         mode: Mode::Live { per_sec: 20_000 },
@@ -636,11 +637,14 @@ pub fn make_before_break_on_a_live_feed_misses_nothing(adapter: &dyn Adapter) {
         hold_open: true,
         ..ReplayConfig::new(Scenario::SmallAggTrade)
     });
-    let mut config = StreamConfig::binance_stream(&srv.url());
+    let mut config = StreamConfig::binance_stream(&srv.subscribe_url());
     config.reconnect.planned = PlannedReconnect::Advise {
         grace: Duration::from_secs(60),
     };
     let mut old = start(adapter, config.clone(), &srv);
+    old.subscribe(&["btcusdt@aggTrade", "ethusdt@aggTrade", "bnbusdt@aggTrade"])
+        .unwrap();
+    old.unsubscribe(&["ethusdt@aggTrade"]).unwrap();
     let mut from_old = Vec::new();
     loop {
         let e = next(old.as_mut());
@@ -649,7 +653,11 @@ pub fn make_before_break_on_a_live_feed_misses_nothing(adapter: &dyn Adapter) {
         }
         numbered(e, &mut from_old);
     }
+    let subscriptions = old.subscriptions().unwrap();
+    assert_eq!(subscriptions, ["bnbusdt@aggTrade", "btcusdt@aggTrade"]);
     let mut new = start(adapter, config, &srv);
+    let names: Vec<&str> = subscriptions.iter().map(String::as_str).collect();
+    new.subscribe(&names).unwrap();
     let mut from_new = Vec::new();
     let give_up = Instant::now() + TIMEOUT;
     // Until the old stream has delivered the new one's first message.

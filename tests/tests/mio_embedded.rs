@@ -257,6 +257,11 @@ fn an_answer_that_came_between_turns_beats_its_deadline() {
         matches!(seen.as_slice(), [StreamEvent::Subscribed { streams, .. }] if confirmed(streams)),
         "{seen:?}"
     );
+    // The URL's stream and the one added: what a stream taking over would subscribe.
+    assert_eq!(
+        feed.subscriptions(id).unwrap(),
+        ["btcusdt@aggTrade", "ethusdt@trade"]
+    );
 }
 
 /// A burst of commands larger than a turn takes (forty stops queued through the handle

@@ -412,6 +412,12 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 });
                 let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
             }
+            Command::Subscriptions(id, reply) => {
+                let r = self.with(id, |e| {
+                    e.stream.subscriptions().map(str::to_owned).collect()
+                });
+                let _ = reply.send(r.ok_or(LoopError::NoStream));
+            }
             Command::SubscribeMarkets(id, sub, reply) => {
                 let r = self.with(id, |e| {
                     e.stream

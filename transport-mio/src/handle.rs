@@ -146,6 +146,7 @@ pub(crate) enum Command<H> {
     Subscribe(StreamId, Vec<String>, Reply<()>),
     Unsubscribe(StreamId, Vec<String>, Reply<()>),
     ListSubscriptions(StreamId, Reply<()>),
+    Subscriptions(StreamId, Reply<Vec<String>>),
     SubscribeMarkets(StreamId, BetfairSubscription, Reply<()>),
     SubscribeOrders(StreamId, BetfairSubscription, Reply<()>),
     SetBetfairAuth(StreamId, BetfairAuth, Reply<()>),
@@ -168,6 +169,7 @@ impl<H> Command<H> {
             | Self::Subscribe(id, ..)
             | Self::Unsubscribe(id, ..)
             | Self::ListSubscriptions(id, _)
+            | Self::Subscriptions(id, _)
             | Self::SubscribeMarkets(id, ..)
             | Self::SubscribeOrders(id, ..)
             | Self::SetBetfairAuth(id, ..)
@@ -313,6 +315,14 @@ impl<H> LoopHandle<H> {
     /// [`RequestKind::ListSubscriptions`](feedwire_core::RequestKind::ListSubscriptions).
     pub fn list_subscriptions(&self, id: StreamId) -> Result<(), LoopError> {
         self.call(|r| Command::ListSubscriptions(id, r))
+    }
+
+    /// The Binance streams stream `id` subscribes on every connection (those its URL names
+    /// among them, less those unsubscribed), as it has them now: what a second stream
+    /// subscribes to take over from this one (make-before-break, at
+    /// [`StreamEvent::ReconnectDue`](feedwire_core::StreamEvent::ReconnectDue)). A subscription the server refused is not among them.
+    pub fn subscriptions(&self, id: StreamId) -> Result<Vec<String>, LoopError> {
+        self.call(|r| Command::Subscriptions(id, r))
     }
 
     /// Sets the Betfair market subscription.

@@ -486,6 +486,9 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             Command::ListSubscriptions(reply) => {
                 let _ = reply.send(self.stream.list_subscriptions(now));
             }
+            Command::Subscriptions(reply) => {
+                let _ = reply.send(self.stream.subscriptions().map(str::to_owned).collect());
+            }
             Command::SubscribeMarkets(sub, reply) => {
                 let _ = reply.send(self.stream.subscribe_markets(sub, now));
             }

@@ -99,6 +99,7 @@ pub(crate) enum Command {
     Subscribe(Vec<String>, Reply),
     Unsubscribe(Vec<String>, Reply),
     ListSubscriptions(Reply),
+    Subscriptions(oneshot::Sender<Vec<String>>),
     SubscribeMarkets(BetfairSubscription, Reply),
     SubscribeOrders(BetfairSubscription, Reply),
     SetBetfairAuth(BetfairAuth, Reply),
@@ -171,6 +172,18 @@ impl StreamHandle {
     /// [`StreamEvent::Response`] with [`RequestKind::ListSubscriptions`](feedwire_core::RequestKind::ListSubscriptions).
     pub async fn list_subscriptions(&self) -> Result<(), CommandError> {
         self.call(Command::ListSubscriptions).await
+    }
+
+    /// The Binance streams the stream subscribes on every connection (those its URL names
+    /// among them, less those unsubscribed), as it has them now: what a second stream
+    /// subscribes to take over from this one (make-before-break, at
+    /// [`StreamEvent::ReconnectDue`]). A subscription the server refused is not among them.
+    pub async fn subscriptions(&self) -> Result<Vec<String>, CommandError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Subscriptions(tx))
+            .map_err(|_| CommandError::Ended)?;
+        rx.await.map_err(|_| CommandError::Ended)
     }
 
     /// Sets the Betfair market subscription (resent with the latest clk after reconnects).
