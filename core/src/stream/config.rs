@@ -47,7 +47,8 @@ pub struct Timeouts {
     /// Reconnect (planned) once a connection is this old, less a random part of up to
     /// 1/144 of it, so that connections opened together do not all reconnect at once;
     /// Binance ends connections after 24 h. Default off; 23 h 50 min in the Binance
-    /// presets (each connection then lasts 23 h 40 min to 23 h 50 min).
+    /// presets (each connection then lasts 23 h 40 min to 23 h 50 min). How the connection
+    /// is replaced: [`ReconnectPolicy::planned`].
     pub max_lifetime: Option<Duration>,
 }
 
