@@ -55,8 +55,9 @@ pub use route::{
 pub use rustls;
 pub use stream::{
     Answer, AwaitedAnswers, BetfairAuth, BetfairSubscription, ConnectBudget, DataHandler, DataRef,
-    EndReason, PlannedReconnect, Profile, ReconnectPolicy, RequestKind, StatsHandle, StatsSnapshot,
-    Stream, StreamConfig, StreamEvent, StreamState, Timeouts, TransportCommand, LOW_WATER_MIN,
+    EndReason, PermanentFailure, PlannedReconnect, Profile, ReconnectPolicy, RequestKind,
+    StatsHandle, StatsSnapshot, Stream, StreamConfig, StreamEvent, StreamState, Timeouts,
+    TransportCommand, LOW_WATER_MIN,
 };
 pub use tls::{
     default_tls_config, mozilla_roots, tls_config_with_roots, HandshakeOnly, LendingInput,

@@ -1630,3 +1630,19 @@ fn streams_sharing_a_connect_budget_take_turns() {
     first.advance(Duration::from_secs(1));
     assert_eq!(connects(&mut first), 1);
 }
+
+#[test]
+fn a_stream_that_does_not_reconnect_drops_a_failed_attempt_once() {
+    let mut config = binance();
+    config.reconnect.enabled = false;
+    let mut h = Harness::new(config);
+    h.take_commands();
+    h.take_events();
+    h.s.handle_tls_error(&feedwire_core::TlsError::UnexpectedEof, h.now);
+    h.pump();
+    assert_eq!(h.take_commands(), vec![TransportCommand::Disconnect]);
+    assert!(matches!(
+        &h.take_events()[..],
+        [StreamEvent::Crashed(EndReason::Tls(_))]
+    ));
+}

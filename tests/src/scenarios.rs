@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use feedwire_core::testing::accept_response;
 use feedwire_core::{
     BetfairAuth, BetfairSubscription, CloseInitiator, EndReason, Error, HandshakeError,
-    PlannedReconnect, RequestKind, StreamConfig, StreamEvent,
+    PermanentFailure, PlannedReconnect, RequestKind, StreamConfig, StreamEvent,
 };
 use feedwire_replay::{
     feed_seq, Fault, Mode, ReplayConfig, ReplayServer, Scenario, BETFAIR_IMAGE_CLK,
@@ -506,13 +506,31 @@ pub fn slow_consumer_keeps_memory_bounded(adapter: &dyn Adapter) {
     );
 }
 
-/// A certificate from an untrusted CA: a typed TLS error, never data.
+/// A certificate from an untrusted CA: a typed TLS error, never data; a stream never open
+/// ends at once, or (`PermanentFailure::Retry`) keeps trying.
 pub fn untrusted_certificate_is_a_typed_error(adapter: &dyn Adapter) {
     let srv = replay(ReplayConfig {
         tls: true,
         ..ReplayConfig::new(Scenario::SmallAggTrade)
     });
-    let mut s = adapter.start(StreamConfig::binance_stream(&srv.url()), None, CAPACITY);
+    let mut config = StreamConfig::binance_stream(&srv.url());
+    let mut s = adapter.start(config.clone(), None, CAPACITY);
+    let mut end = None;
+    while let Some(e) = next(s.as_mut()) {
+        match e {
+            StreamEvent::Data { .. } => panic!("data over an unverified connection"),
+            StreamEvent::Reconnecting { reason, .. } => panic!("retried: {reason}"),
+            StreamEvent::Crashed(reason) => end = Some(reason),
+            _ => {}
+        }
+    }
+    assert!(
+        matches!(&end, Some(EndReason::Tls(f)) if f.certificate),
+        "{end:?}"
+    );
+
+    config.reconnect.permanent = PermanentFailure::Retry;
+    let mut s = adapter.start(config, None, CAPACITY);
     let mut reason = None;
     while let Some(e) = next(s.as_mut()) {
         match e {
@@ -527,6 +545,33 @@ pub fn untrusted_certificate_is_a_typed_error(adapter: &dyn Adapter) {
     assert!(
         matches!(&reason, Some(EndReason::Tls(f)) if f.certificate),
         "{reason:?}"
+    );
+}
+
+/// An upgrade refused with 404 (a wrong path) ends a stream never open: the mistake shows
+/// at once, not as retries for ever.
+pub fn a_wrong_path_ends_a_stream_never_open(adapter: &dyn Adapter) {
+    let srv = replay(ReplayConfig {
+        fault: Some(Fault::RefuseUpgrade(404)),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
+    let mut events = Vec::new();
+    while let Some(e) = next(s.as_mut()) {
+        events.push(e);
+    }
+    let refused = matches!(
+        events.last(),
+        Some(StreamEvent::Crashed(EndReason::WebSocket(
+            Error::Handshake(HandshakeError::Rejected { status: 404, .. })
+        )))
+    );
+    assert!(refused, "{events:?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Reconnecting { .. })),
+        "{events:?}"
     );
 }
 
@@ -1384,6 +1429,7 @@ macro_rules! adapter_scenarios {
             large_messages_arrive_exactly,
             a_large_frame_trickling_in_is_not_taken_for_silence,
             untrusted_certificate_is_a_typed_error,
+            a_wrong_path_ends_a_stream_never_open,
             faults_reconnect_without_loss_or_duplicates,
             a_reported_shutdown_keeps_the_connection_until_replaced,
             make_before_break_on_a_live_feed_misses_nothing,

@@ -83,6 +83,12 @@ pub struct ReconnectPolicy {
     /// Give up (crash) after this many consecutive retries without a healthy connection.
     /// Default unlimited.
     pub max_attempts: Option<u32>,
+    /// What a failure that retrying will not mend does ([`EndReason::is_permanent`]: the
+    /// upgrade refused with a 3xx or most 4xx, a server that does not speak WebSocket, a
+    /// certificate that does not verify). Default [`PermanentFailure::EndIfNeverOpen`].
+    ///
+    /// [`EndReason::is_permanent`]: crate::EndReason::is_permanent
+    pub permanent: PermanentFailure,
     /// What a planned reconnect does: close first, or leave the application time to
     /// connect anew before this connection goes. Default
     /// [`PlannedReconnect::CloseThenConnect`].
@@ -117,6 +123,23 @@ pub enum PlannedReconnect {
     },
 }
 
+/// What the stream does when a connection attempt fails in a way that retrying will not
+/// mend ([`EndReason::is_permanent`](crate::EndReason::is_permanent)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PermanentFailure {
+    /// End the stream ([`StreamEvent::Crashed`](crate::StreamEvent::Crashed) with the
+    /// failure) while it has never been open: a wrong URL, path or certificate shows at once
+    /// instead of as retries every `max_delay`. Once it has been open, retry as for any
+    /// failure: the same server accepted it before, and an exchange's maintenance or a
+    /// proxy's answer for a while must not end a stream for good.
+    #[default]
+    EndIfNeverOpen,
+    /// End the stream whenever such a failure happens.
+    End,
+    /// Retry as for any failure (the backoff, `max_attempts`).
+    Retry,
+}
+
 impl Default for ReconnectPolicy {
     fn default() -> Self {
         Self {
@@ -126,6 +149,7 @@ impl Default for ReconnectPolicy {
             jitter: 0.5,
             healthy_after: Duration::from_secs(60),
             max_attempts: None,
+            permanent: PermanentFailure::EndIfNeverOpen,
             planned: PlannedReconnect::CloseThenConnect,
         }
     }

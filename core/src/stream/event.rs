@@ -79,6 +79,35 @@ pub enum EndReason {
     },
 }
 
+impl EndReason {
+    /// Whether retrying cannot be expected to mend this failure: the server answered the
+    /// upgrade with a redirect (never followed: the URL is to be corrected) or a client
+    /// error — other than 408 Request Timeout, 418 (Binance's ban, lifted after its
+    /// `Retry-After`), 425 Too Early and 429 Too Many Requests; it answered, but not as a
+    /// WebSocket server this client can use (no `Upgrade` or `Connection` token, a wrong
+    /// `Sec-WebSocket-Accept`, an extension or subprotocol not offered); or its certificate
+    /// did not verify. Connect failures, timeouts, resets, 5xx, malformed or cut-off
+    /// answers and everything after the opening are not.
+    pub fn is_permanent(&self) -> bool {
+        use crate::error::HandshakeError as H;
+        match self {
+            Self::WebSocket(Error::Handshake(h)) => match h {
+                H::Rejected { status, .. } => {
+                    matches!(status, 300..=499) && !matches!(status, 408 | 418 | 425 | 429)
+                }
+                H::MissingUpgrade
+                | H::MissingConnectionUpgrade
+                | H::AcceptMismatch
+                | H::UnexpectedExtension(_)
+                | H::UnexpectedSubprotocol(_) => true,
+                H::HeadTooLarge { .. } | H::Malformed(_) | H::Eof => false,
+            },
+            Self::Tls(failure) => failure.certificate,
+            _ => false,
+        }
+    }
+}
+
 /// Where a stream is.
 ///
 /// ```text
@@ -91,8 +120,10 @@ pub enum EndReason {
 ///                                                        │                         ▼
 ///                         crash(reason), fatal response ─┴─────────────────────▶ Crashed
 /// ```
-/// `Reconnecting` waits out the backoff between an end and the next `Connecting`. `Closed`
-/// and `Crashed` are terminal: input is ignored, no reconnect follows.
+/// `Reconnecting` waits out the backoff between an end and the next `Connecting`. A failure
+/// retrying will not mend ([`EndReason::is_permanent`]) ends a stream never yet open in
+/// `Crashed` instead ([`ReconnectPolicy::permanent`](crate::ReconnectPolicy::permanent)).
+/// `Closed` and `Crashed` are terminal: input is ignored, no reconnect follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StreamState {

@@ -14,7 +14,10 @@ mod stats;
 mod timers;
 
 pub use awaited::{Answer, AwaitedAnswers};
-pub use config::{BetfairAuth, PlannedReconnect, Profile, ReconnectPolicy, StreamConfig, Timeouts};
+pub use config::{
+    BetfairAuth, PermanentFailure, PlannedReconnect, Profile, ReconnectPolicy, StreamConfig,
+    Timeouts,
+};
 pub use connect_budget::ConnectBudget;
 pub use event::{
     DataHandler, DataRef, EndReason, RequestKind, StreamEvent, StreamState, TransportCommand,

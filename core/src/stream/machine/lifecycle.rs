@@ -7,7 +7,7 @@ use super::{Stream, STREAMS_PER_REQUEST};
 use crate::deadline::after;
 use crate::error::HandshakeError;
 use crate::stream::backoff::reconnect_delay;
-use crate::stream::config::{PlannedReconnect, Profile};
+use crate::stream::config::{PermanentFailure, PlannedReconnect, Profile};
 use crate::stream::event::{EndReason, RequestKind, StreamEvent, StreamState, TransportCommand};
 use crate::stream::profile;
 use crate::stream::timers::Timer;
@@ -280,7 +280,12 @@ impl Stream {
         let fatal = matches!(
             reason,
             EndReason::FatalResponse(_) | EndReason::UserCrash(_)
-        );
+        ) || (reason.is_permanent()
+            && match self.config.reconnect.permanent {
+                PermanentFailure::EndIfNeverOpen => !self.ever_opened,
+                PermanentFailure::End => true,
+                PermanentFailure::Retry => false,
+            });
         // A planned reconnect ends with its own reason, however the closing connection then
         // went (close handshake, reset, or a violation in the bytes after the notice): the
         // same bytes must give the same report however reads split them, and whether the
@@ -316,7 +321,9 @@ impl Stream {
                 }
                 other => StreamState::Crashed(other),
             };
-            return self.finish(end, now);
+            // Released above: releasing again would ask an attempt still connecting to
+            // disconnect twice.
+            return self.end_released(end, now);
         }
         // `attempt` numbers connection attempts: 1 for the first; a planned reconnect starts
         // the count afresh, a healthy connection makes the next retry a first retry.
@@ -399,10 +406,18 @@ impl Stream {
     }
 
     /// Enters a terminal state: drops the connection and reports the end once.
-    pub(super) fn finish(&mut self, end: StreamState, _now: Instant) {
+    pub(super) fn finish(&mut self, end: StreamState, now: Instant) {
         // A crash drops the connection with whatever it still had to send; a close lets a
         // queued Close frame out first.
         self.release_connection(!matches!(end, StreamState::Crashed(_)));
+        self.end_released(end, now);
+    }
+
+    /// Enters a terminal state once the connection is released.
+    fn end_released(&mut self, end: StreamState, _now: Instant) {
+        if matches!(end, StreamState::Crashed(_)) {
+            self.draining = None;
+        }
         self.timers.clear();
         self.outbox.clear();
         match &end {
