@@ -1,7 +1,8 @@
 //! A stream's events from its loop to a thread of the application's: bounded, handed over a
 //! batch at a time (one lock a socket read on the loop's side, one a batch on the
 //! consumer's, not a channel operation a message), and a consumer that makes room wakes the
-//! loop at once.
+//! loop at once. The same channel, its events tagged with their stream, serves many streams
+//! ([`shared_event_channel`](crate::shared_event_channel)).
 //!
 //! Why not a std `sync_channel`: its receiver cannot wake the loop, so once a consumer fell
 //! behind and the channel filled, the loop could only look again a millisecond later, and
@@ -26,67 +27,176 @@ use mio::Waker;
 /// batch the receiver took last; when the channel is full the loop stops reading the stream
 /// (its socket holds the rest) until the receiver takes the waiting events, which wakes it.
 /// The receiver's end comes after the stream's last event (`Closed`, `Crashed`); dropping
-/// the receiver stops the stream at once, a quiet one too.
+/// the receiver stops the stream at once, a quiet one too — or, dropped before the stream is
+/// added, as it is added.
 pub fn event_channel(capacity: usize) -> (EventSender, Events) {
-    let shared = Arc::new(Shared {
-        state: Mutex::new(State {
-            queue: VecDeque::new(),
-            capacity: capacity.max(1),
-            loop_waits: false,
-            consumer_waits: false,
-            sender_gone: false,
-            receiver_gone: false,
-            waker: None,
-            on_receiver_gone: None,
-        }),
-        filled: Condvar::new(),
-    });
+    let shared = Shared::new(capacity);
     (
         EventSender {
             shared: shared.clone(),
         },
-        Events {
-            shared,
-            batch: VecDeque::new(),
-        },
+        Events::new(shared),
     )
 }
 
-struct Shared {
-    state: Mutex<State>,
-    /// Signalled when events arrive, or the sender goes, while the consumer waits.
+pub(crate) struct Shared<T> {
+    state: Mutex<State<T>>,
+    /// Signalled when events arrive, or the last sender goes, while the consumer waits.
     filled: Condvar,
 }
 
-struct State {
+struct State<T> {
     /// INVARIANT: at most `capacity` events.
-    queue: VecDeque<StreamEvent>,
+    queue: VecDeque<T>,
     capacity: usize,
-    /// The loop had events the queue had no room for: taking the queue wakes it.
+    /// A loop had events the queue had no room for: taking the queue wakes the loops.
     loop_waits: bool,
     /// The consumer sleeps on `filled`: a send signals it (no system call otherwise).
     consumer_waits: bool,
-    sender_gone: bool,
+    /// Senders alive: once none is, the receiver ends after the last event waiting.
+    senders: usize,
     receiver_gone: bool,
-    /// The loop's waker, from when the stream is added to a loop.
-    waker: Option<Arc<Waker>>,
-    /// Stops the stream (a command to its loop), from when it is added to one: a stream
-    /// whose receiver went would otherwise run on until its next event found nobody — for
-    /// a quiet one, for good, holding its connection (Betfair allows an account a few).
-    on_receiver_gone: Option<Box<dyn FnOnce() + Send>>,
+    /// The wakers of the loops whose streams send here, each with the number of its
+    /// streams attached (one loop, one stream for a stream's own channel).
+    wakers: Vec<(Arc<Waker>, usize)>,
+    /// Stops each attached stream still sending, by its attachment's number: a stream whose
+    /// receiver went would otherwise run on until its next event found nobody — for a
+    /// quiet one, for good, holding its connection (Betfair allows an account a few).
+    on_receiver_gone: Vec<(u64, Stop)>,
+    /// The next attachment's number.
+    next_attachment: u64,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+/// Stops a stream: a command to its loop.
+pub(crate) type Stop = Box<dyn FnOnce() + Send>;
+
+impl<T> Shared<T> {
+    /// A channel with one sender.
+    pub(crate) fn new(capacity: usize) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                capacity: capacity.max(1),
+                loop_waits: false,
+                consumer_waits: false,
+                senders: 1,
+                receiver_gone: false,
+                wakers: Vec::new(),
+                on_receiver_gone: Vec::new(),
+                next_attachment: 0,
+            }),
+            filled: Condvar::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
         // Nothing panics while the lock is held but an allocation failure; the state stays
         // whole either way.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Ties a stream to the channel: `waker` for the consumer to wake its loop when it
+    /// makes room, `stop` to stop it when the receiver is dropped — at once if it is gone
+    /// already. Returns the attachment's number, for [`detach`](Self::detach).
+    pub(crate) fn attach(&self, waker: Arc<Waker>, stop: Stop) -> u64 {
+        let mut state = self.lock();
+        let number = state.next_attachment;
+        state.next_attachment += 1;
+        match state
+            .wakers
+            .iter_mut()
+            .find(|(w, _)| Arc::ptr_eq(w, &waker))
+        {
+            Some((_, streams)) => *streams += 1,
+            None => state.wakers.push((waker, 1)),
+        }
+        if state.receiver_gone {
+            drop(state);
+            stop();
+        } else {
+            state.on_receiver_gone.push((number, stop));
+        }
+        number
+    }
+
+    /// A sender goes: its stream's attachment (if any) with it, and with the last sender
+    /// the channel's input — a waiting consumer is told.
+    pub(crate) fn detach(&self, attachment: Option<(u64, &Arc<Waker>)>) {
+        let mut state = self.lock();
+        if let Some((number, waker)) = attachment {
+            state.on_receiver_gone.retain(|(n, _)| *n != number);
+            if let Some(i) = state.wakers.iter().position(|(w, _)| Arc::ptr_eq(w, waker)) {
+                state.wakers[i].1 -= 1;
+                if state.wakers[i].1 == 0 {
+                    state.wakers.swap_remove(i);
+                }
+            }
+        }
+        state.senders -= 1;
+        let signal = state.senders == 0 && state.consumer_waits;
+        drop(state);
+        if signal {
+            self.filled.notify_one();
+        }
+    }
+
+    /// One more sender (a clone).
+    pub(crate) fn add_sender(&self) {
+        self.lock().senders += 1;
+    }
+
+    /// Moves what fits of `pending` (from its front, each event through `tag`) into the
+    /// channel, in order; what does not fit stays in `pending`, and the consumer wakes the
+    /// loop when it makes room.
+    pub(crate) fn send(
+        &self,
+        pending: &mut VecDeque<StreamEvent>,
+        tag: impl FnMut(StreamEvent) -> T,
+    ) -> Result<(), ReceiverGone> {
+        let mut state = self.lock();
+        if state.receiver_gone {
+            return Err(ReceiverGone);
+        }
+        let room = state.capacity - state.queue.len();
+        let n = room.min(pending.len());
+        state.queue.extend(pending.drain(..n).map(tag));
+        // Set, never cleared here: another stream may be waiting for room too.
+        state.loop_waits |= !pending.is_empty();
+        let signal = state.consumer_waits && !state.queue.is_empty();
+        drop(state);
+        if signal {
+            self.filled.notify_one();
+        }
+        Ok(())
+    }
+}
+
+impl Shared<StreamEvent> {
+    /// As [`send`](Self::send), untagged: the whole batch, when the queue is empty and it
+    /// fits, trades buffers with the queue (the loop keeps the queue's emptied one), no
+    /// event moved one by one.
+    fn send_own(&self, pending: &mut VecDeque<StreamEvent>) -> Result<(), ReceiverGone> {
+        let mut state = self.lock();
+        if state.receiver_gone {
+            return Err(ReceiverGone);
+        }
+        if !(state.queue.is_empty() && pending.len() <= state.capacity) {
+            drop(state);
+            return self.send(pending, |e| e);
+        }
+        std::mem::swap(&mut state.queue, pending);
+        let signal = state.consumer_waits && !state.queue.is_empty();
+        drop(state);
+        if signal {
+            self.filled.notify_one();
+        }
+        Ok(())
     }
 }
 
 /// The loop's end of an [`event_channel`].
 pub struct EventSender {
-    shared: Arc<Shared>,
+    shared: Arc<Shared<StreamEvent>>,
 }
 
 /// The receiver went: the stream has nobody to deliver to.
@@ -96,47 +206,21 @@ pub(crate) struct ReceiverGone;
 impl EventSender {
     /// Ties the channel to its stream's loop: `waker` for the consumer to wake it when it
     /// makes room, `on_receiver_gone` to stop the stream when the receiver is dropped.
-    pub(crate) fn attach(&self, waker: Arc<Waker>, on_receiver_gone: Box<dyn FnOnce() + Send>) {
-        let mut state = self.shared.lock();
-        state.waker = Some(waker);
-        state.on_receiver_gone = Some(on_receiver_gone);
+    pub(crate) fn attach(&self, waker: Arc<Waker>, on_receiver_gone: Stop) {
+        // The channel is the stream's own: it goes with the stream, nothing to detach.
+        self.shared.attach(waker, on_receiver_gone);
     }
 
     /// Moves what fits of `pending` (from its front) into the channel, in order; what does
     /// not fit stays in `pending`, and the consumer wakes the loop when it makes room.
     pub(crate) fn send(&self, pending: &mut VecDeque<StreamEvent>) -> Result<(), ReceiverGone> {
-        let mut state = self.shared.lock();
-        if state.receiver_gone {
-            return Err(ReceiverGone);
-        }
-        let room = state.capacity - state.queue.len();
-        if state.queue.is_empty() && pending.len() <= room {
-            // The whole batch: the buffers trade places (the loop keeps the queue's
-            // emptied one), no event moved one by one.
-            std::mem::swap(&mut state.queue, pending);
-        } else {
-            let n = room.min(pending.len());
-            state.queue.extend(pending.drain(..n));
-        }
-        state.loop_waits = !pending.is_empty();
-        let signal = state.consumer_waits && !state.queue.is_empty();
-        drop(state);
-        if signal {
-            self.shared.filled.notify_one();
-        }
-        Ok(())
+        self.shared.send_own(pending)
     }
 }
 
 impl Drop for EventSender {
     fn drop(&mut self) {
-        let mut state = self.shared.lock();
-        state.sender_gone = true;
-        let signal = state.consumer_waits;
-        drop(state);
-        if signal {
-            self.shared.filled.notify_one();
-        }
+        self.shared.detach(None);
     }
 }
 
@@ -146,34 +230,42 @@ impl std::fmt::Debug for EventSender {
     }
 }
 
-/// A stream's events, in order, from an [`event_channel`]. Iterating blocks for each next
-/// event and ends after the stream's last.
-pub struct Events {
-    shared: Arc<Shared>,
+/// Events, in order, from an [`event_channel`] (a stream's) or a
+/// [`shared_event_channel`](crate::shared_event_channel) (`T` = `(StreamId, StreamEvent)`).
+/// Iterating blocks for each next event and ends after the last, once no sender is left.
+pub struct Events<T = StreamEvent> {
+    shared: Arc<Shared<T>>,
     /// The events taken from the channel last, handed out one by one.
-    batch: VecDeque<StreamEvent>,
+    batch: VecDeque<T>,
 }
 
-impl Events {
-    /// The next event, waiting for it; `Err` once the stream has ended and every event was
+impl<T> Events<T> {
+    pub(crate) fn new(shared: Arc<Shared<T>>) -> Self {
+        Self {
+            shared,
+            batch: VecDeque::new(),
+        }
+    }
+
+    /// The next event, waiting for it; `Err` once every sender is gone and every event was
     /// taken.
-    pub fn recv(&mut self) -> Result<StreamEvent, RecvError> {
+    pub fn recv(&mut self) -> Result<T, RecvError> {
         self.take(None).map_err(|_| RecvError)
     }
 
     /// The next event, waiting at most `timeout` for it.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<StreamEvent, RecvTimeoutError> {
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<T, RecvTimeoutError> {
         self.take(Some(Instant::now() + timeout))
     }
 
     /// The next event if one waits.
-    pub fn try_recv(&mut self) -> Result<StreamEvent, TryRecvError> {
+    pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
         if let Some(e) = self.batch.pop_front() {
             return Ok(e);
         }
         let state = self.shared.lock();
         if state.queue.is_empty() {
-            return Err(if state.sender_gone {
+            return Err(if state.senders == 0 {
                 TryRecvError::Disconnected
             } else {
                 TryRecvError::Empty
@@ -185,13 +277,13 @@ impl Events {
 
     /// The next event: from the batch, else the channel's whole queue becomes the batch,
     /// waiting until `deadline` (`None`: for ever) for one.
-    fn take(&mut self, deadline: Option<Instant>) -> Result<StreamEvent, RecvTimeoutError> {
+    fn take(&mut self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         if let Some(e) = self.batch.pop_front() {
             return Ok(e);
         }
         let mut state = self.shared.lock();
         while state.queue.is_empty() {
-            if state.sender_gone {
+            if state.senders == 0 {
                 return Err(RecvTimeoutError::Disconnected);
             }
             state.consumer_waits = true;
@@ -222,46 +314,50 @@ impl Events {
 }
 
 /// Takes every waiting event as the `batch` (empty: its buffer goes to the channel for the
-/// next ones), and wakes the loop if it waits for the room.
-fn take_queue(batch: &mut VecDeque<StreamEvent>, mut state: MutexGuard<'_, State>) {
+/// next ones), and wakes the loops if one waits for the room.
+fn take_queue<T>(batch: &mut VecDeque<T>, mut state: MutexGuard<'_, State<T>>) {
     std::mem::swap(batch, &mut state.queue);
-    let waker = if state.loop_waits {
-        state.loop_waits = false;
-        state.waker.clone()
+    if !state.loop_waits {
+        return;
+    }
+    state.loop_waits = false;
+    // A loop that cannot be woken has ended: its streams' senders go with it.
+    if let [(only, _)] = state.wakers.as_slice() {
+        // The common case, one loop: woken without the lock held, which it may want next.
+        let waker = only.clone();
+        drop(state);
+        let _ = waker.wake();
     } else {
-        None
-    };
-    drop(state);
-    if let Some(w) = waker {
-        // A loop that cannot be woken has ended: its streams' senders go with it.
-        let _ = w.wake();
+        for (waker, _) in &state.wakers {
+            let _ = waker.wake();
+        }
     }
 }
 
-impl Iterator for Events {
-    type Item = StreamEvent;
+impl<T> Iterator for Events<T> {
+    type Item = T;
 
-    /// Blocks for the next event; `None` after the stream's last.
-    fn next(&mut self) -> Option<StreamEvent> {
+    /// Blocks for the next event; `None` after the last.
+    fn next(&mut self) -> Option<T> {
         self.recv().ok()
     }
 }
 
-impl Drop for Events {
+impl<T> Drop for Events<T> {
     fn drop(&mut self) {
         let mut state = self.shared.lock();
         state.receiver_gone = true;
-        // The events and the read blocks their payloads hold go now, not with the stream.
+        // The events and the read blocks their payloads hold go now, not with the streams.
         state.queue = VecDeque::new();
-        let stop = state.on_receiver_gone.take();
+        let stops = std::mem::take(&mut state.on_receiver_gone);
         drop(state);
-        if let Some(stop) = stop {
+        for (_, stop) in stops {
             stop();
         }
     }
 }
 
-impl std::fmt::Debug for Events {
+impl<T> std::fmt::Debug for Events<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Events")
             .field("batch", &self.batch.len())

@@ -143,8 +143,8 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                     user(event);
                     continue;
                 }
-                let id = id_of(event.token());
-                if let Some(entry) = self.streams.get_mut(id.index, id.generation) {
+                let id = id_of(event.token(), &self.streams);
+                if let Some(entry) = self.streams.get_mut(id) {
                     if event.is_readable() || event.is_read_closed() || event.is_error() {
                         entry.readable = true;
                     }
@@ -244,7 +244,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             servicing.extend(self.ready.drain(from..));
         }
         for (i, &id) in servicing.iter().enumerate() {
-            if let Some(e) = self.streams.get_mut(id.index, id.generation) {
+            if let Some(e) = self.streams.get_mut(id) {
                 e.queued = false;
             }
             if i > 0 {
@@ -277,7 +277,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
     #[cold]
     #[inline(never)]
     fn drop_panicked(&mut self, id: StreamId, now: Instant) {
-        if let Some(mut e) = self.streams.remove(id.index, id.generation) {
+        if let Some(mut e) = self.streams.remove(id) {
             let host = e.stream.endpoint().host.clone();
             tracing::error!(%host, "stream service panicked (its handler?): stream dropped");
             e.stream.crash("panicked in its service", now);
@@ -289,7 +289,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
 
     /// Queues `id` for service in this iteration (once).
     fn mark(&mut self, id: StreamId) {
-        if let Some(e) = self.streams.get_mut(id.index, id.generation) {
+        if let Some(e) = self.streams.get_mut(id) {
             if !e.queued {
                 e.queued = true;
                 self.ready.push(id);
@@ -304,7 +304,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
     fn poll_timeout(&mut self) -> Duration {
         let mut more_input = false;
         for id in &self.ready {
-            if let Some(e) = self.streams.get_mut(id.index, id.generation) {
+            if let Some(e) = self.streams.get_mut(*id) {
                 more_input |= e.readable && e.pending.is_empty();
             }
         }
@@ -326,8 +326,8 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             return;
         }
         self.next_sweep = now + IDLE_RELEASE;
-        for (index, generation) in self.streams.ids() {
-            if let Some(e) = self.streams.get_mut(index, generation) {
+        for id in self.streams.ids() {
+            if let Some(e) = self.streams.get_mut(id) {
                 if now.saturating_duration_since(e.last_read) >= IDLE_RELEASE {
                     e.stream.release_read_buffer(now);
                 }
@@ -338,9 +338,9 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
     fn fire_timers(&mut self, now: Instant) {
         while let Some(entry) = self.deadlines.pop_due(now) {
             let (index, generation) = entry.1;
-            if let Some(e) = self.streams.get_mut(index, generation) {
+            let id = self.streams.id(index, generation);
+            if let Some(e) = self.streams.get_mut(id) {
                 if self.deadlines.settle(entry, &mut e.deadline, now) {
-                    let id = StreamId { index, generation };
                     // Reads wait for the application: the peer is not what is silent.
                     if !e.pending.is_empty() {
                         e.stream.handle_reads_held(now);
@@ -377,8 +377,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                         trying: None,
                         fallback_at: None,
                     };
-                    let (index, generation) = self.streams.insert(entry);
-                    (StreamId { index, generation }, stats)
+                    (self.streams.insert(entry), stats)
                 });
                 if let Ok((id, _)) = &result {
                     self.attach_channel(*id);
@@ -447,7 +446,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 let _ = reply.send(r.unwrap_or(Err(LoopError::NoStream)));
             }
             Command::Request(id, method, params, reply) => {
-                let entry = self.streams.get_mut(id.index, id.generation);
+                let entry = self.streams.get_mut(id);
                 match entry {
                     Some(e) => match e.stream.request(&method, params.as_deref(), now) {
                         Ok(rid) => {
@@ -483,10 +482,9 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
     /// shutdown used to be dropped with the stream: the server saw the connection end
     /// without a Close.
     fn stop_all(&mut self, now: Instant) {
-        for (index, generation) in self.streams.ids() {
-            let id = StreamId { index, generation };
+        for id in self.streams.ids() {
             let stopped = catch_unwind(AssertUnwindSafe(|| {
-                if let Some(e) = self.streams.get_mut(index, generation) {
+                if let Some(e) = self.streams.get_mut(id) {
                     e.stream.stop(now);
                     pump(e, &mut self.resolver, id, self.poll.registry());
                     deliver(e);
@@ -498,31 +496,37 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         }
     }
 
-    /// A stream delivering to an [`event_channel`](crate::event_channel): its consumer
-    /// wakes the loop when it makes room, and dropping its receiver stops the stream.
+    /// A stream delivering to an [`event_channel`](crate::event_channel) or a
+    /// [`shared_event_channel`](crate::shared_event_channel): its consumer wakes the loop
+    /// when it makes room, and dropping the receiver stops the stream.
     fn attach_channel(&mut self, id: StreamId) {
-        let Some(e) = self.streams.get_mut(id.index, id.generation) else {
+        let Some(e) = self.streams.get_mut(id) else {
             return;
         };
-        if let Delivery::Channel(tx) = &e.delivery {
-            let (commands, doorbell) = (self.loopback.clone(), self.doorbell.clone());
-            let stop = move || {
-                if commands.send(Command::Stop(id)).is_ok() {
-                    let _ = doorbell.ring();
-                }
-            };
-            tx.attach(self.doorbell.waker(), Box::new(stop));
+        if matches!(e.delivery, Delivery::Handler(_) | Delivery::Lend(_)) {
+            return;
+        }
+        let (commands, doorbell) = (self.loopback.clone(), self.doorbell.clone());
+        let stop = Box::new(move || {
+            if commands.send(Command::Stop(id)).is_ok() {
+                let _ = doorbell.ring();
+            }
+        });
+        match &mut e.delivery {
+            Delivery::Channel(tx) => tx.attach(self.doorbell.waker(), stop),
+            Delivery::Shared(tx) => tx.attach(id, self.doorbell.waker(), stop),
+            Delivery::Handler(_) | Delivery::Lend(_) => {}
         }
     }
 
     fn with<T>(&mut self, id: StreamId, f: impl FnOnce(&mut Entry<H>) -> T) -> Option<T> {
-        self.streams.get_mut(id.index, id.generation).map(f)
+        self.streams.get_mut(id).map(f)
     }
 
     fn resolved(&mut self, id: StreamId, result: Result<Vec<SocketAddr>, String>) {
         let now = Instant::now();
         let registry = self.poll.registry();
-        let Some(e) = self.streams.get_mut(id.index, id.generation) else {
+        let Some(e) = self.streams.get_mut(id) else {
             return;
         };
         // A stream that connects already (addresses from an earlier attempt's lookup that
@@ -549,7 +553,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         let now = Instant::now();
         let tls_config = self.tls.clone();
         let registry = self.poll.registry();
-        let Some(e) = self.streams.get_mut(id.index, id.generation) else {
+        let Some(e) = self.streams.get_mut(id) else {
             return;
         };
         let Some(sock) = e.sock.as_mut() else { return };
@@ -588,7 +592,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
     /// Everything one stream needs after any input: read, pump outputs, deliver, re-arm.
     fn service(&mut self, id: StreamId, now: Instant) {
         let budget = self.options.read_budget;
-        let Some(e) = self.streams.get_mut(id.index, id.generation) else {
+        let Some(e) = self.streams.get_mut(id) else {
             return;
         };
         if e.readable && e.pending.is_empty() {
@@ -606,7 +610,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         let finished = e.stream.state().is_terminal() && e.pending.is_empty() && e.sock.is_none();
         let busy = (e.readable && e.sock.is_some()) || !e.pending.is_empty();
         if finished {
-            self.streams.remove(id.index, id.generation);
+            self.streams.remove(id);
         } else if busy {
             // Budget spent or consumer behind: carry over to the next iteration.
             self.mark(id);

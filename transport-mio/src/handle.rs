@@ -73,6 +73,10 @@ pub enum Delivery<H = AnyDataHandler> {
     /// (however long: the idle timeout does not take the held reads for a silent peer);
     /// when the receiver is dropped, the stream is stopped.
     Channel(crate::EventSender),
+    /// A [`shared_event_channel`](crate::shared_event_channel) many streams send to, each
+    /// event tagged with its stream's id; back-pressure and the receiver's drop as for
+    /// [`Channel`](Self::Channel).
+    Shared(crate::SharedEventSender),
 }
 
 impl<H> Delivery<H> {
@@ -92,13 +96,17 @@ impl<H> std::fmt::Debug for Delivery<H> {
             Self::Handler(_) => "Delivery::Handler",
             Self::Lend(_) => "Delivery::Lend",
             Self::Channel(_) => "Delivery::Channel",
+            Self::Shared(_) => "Delivery::Shared",
         })
     }
 }
 
-/// A stream in the loop: slot and generation.
+/// A stream in a loop: the loop's slab, a slot and its generation. Unique in the process:
+/// ids of streams on different loops differ, and a loop given another loop's id finds no
+/// stream (`LoopError::NoStream`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StreamId {
+    pub(crate) slab: u32,
     pub(crate) index: u32,
     pub(crate) generation: u32,
 }

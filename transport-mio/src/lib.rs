@@ -15,7 +15,8 @@
 //! event — the cheapest way to read; on a loop typed for its handler, [`MioLoop::lending_to`]
 //! or [`LoopHandle::spawn_lending_to`], called directly rather than through a vtable) and
 //! other events; or a bounded [`event_channel`] for consuming on another thread (when it is
-//! full the loop stops reading that stream until the consumer takes what waits).
+//! full the loop stops reading that stream until the consumer takes what waits), or one
+//! [`shared_event_channel`] for many streams, their events tagged with their ids.
 
 mod channel;
 mod deadlines;
@@ -25,6 +26,7 @@ mod event_loop;
 mod handle;
 mod loop_thread;
 mod resolver;
+mod shared_channel;
 mod slot;
 mod stream_io;
 
@@ -32,3 +34,4 @@ pub use channel::{event_channel, EventSender, Events};
 pub use embedded::{user_token, user_token_number, MioLoop};
 pub use feedwire_core::DataHandler;
 pub use handle::{AnyDataHandler, Delivery, Handler, LoopError, LoopHandle, MioOptions, StreamId};
+pub use shared_channel::{shared_event_channel, SharedEventSender};

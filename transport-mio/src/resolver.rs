@@ -169,6 +169,7 @@ mod tests {
         let mut resolver = Resolver::new(tx, waker);
         let ids: Vec<StreamId> = (0..100)
             .map(|index| StreamId {
+                slab: 0,
                 index,
                 generation: 0,
             })
@@ -191,6 +192,7 @@ mod tests {
         ));
         // Literals and given addresses are answered at once, per stream.
         let id = StreamId {
+            slab: 0,
             index: 7,
             generation: 1,
         };

@@ -1,12 +1,22 @@
 //! Stable stream ids: a slab whose slots carry a generation, so a late event or command for a
-//! closed stream never reaches the stream that reused its slot.
+//! closed stream never reaches the stream that reused its slot, and which carries a number
+//! of its own, so that an id from another loop never reaches a stream of this one.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::StreamId;
+
+/// The next slab's number.
+static NEXT_SLAB: AtomicU32 = AtomicU32::new(0);
 
 /// Generations wrap within 31 bits.
 pub(crate) const GENERATION_MASK: u32 = 0x7FFF_FFFF;
 
-/// Entries addressed by `(index, generation)`.
+/// Entries addressed by [`StreamId`]: this slab's number, a slot's index and generation.
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
+    /// Distinct from every other slab's in the process (until 2^32 loops were made).
+    number: u32,
     slots: Vec<(u32, Option<T>)>,
     free: Vec<u32>,
 }
@@ -14,6 +24,7 @@ pub(crate) struct Slab<T> {
 impl<T> Default for Slab<T> {
     fn default() -> Self {
         Self {
+            number: NEXT_SLAB.fetch_add(1, Ordering::Relaxed),
             slots: Vec::new(),
             free: Vec::new(),
         }
@@ -21,7 +32,16 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
-    pub(crate) fn insert(&mut self, value: T) -> (u32, u32) {
+    /// The id of this slab's slot `index` in its `generation` (from a token or a timer).
+    pub(crate) fn id(&self, index: u32, generation: u32) -> StreamId {
+        StreamId {
+            slab: self.number,
+            index,
+            generation,
+        }
+    }
+
+    pub(crate) fn insert(&mut self, value: T) -> StreamId {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -31,35 +51,42 @@ impl<T> Slab<T> {
         };
         let slot = &mut self.slots[index as usize];
         slot.1 = Some(value);
-        (index, slot.0)
+        let generation = slot.0;
+        self.id(index, generation)
     }
 
-    pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut T> {
-        match self.slots.get_mut(index as usize) {
-            Some((g, Some(v))) if *g == generation => Some(v),
+    pub(crate) fn get_mut(&mut self, id: StreamId) -> Option<&mut T> {
+        if id.slab != self.number {
+            return None;
+        }
+        match self.slots.get_mut(id.index as usize) {
+            Some((g, Some(v))) if *g == id.generation => Some(v),
             _ => None,
         }
     }
 
-    pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<T> {
-        match self.slots.get_mut(index as usize) {
-            Some((g, value @ Some(_))) if *g == generation => {
+    pub(crate) fn remove(&mut self, id: StreamId) -> Option<T> {
+        if id.slab != self.number {
+            return None;
+        }
+        match self.slots.get_mut(id.index as usize) {
+            Some((g, value @ Some(_))) if *g == id.generation => {
                 // 31 bits: the top bit of a 64-bit token marks the application's own sources.
                 *g = g.wrapping_add(1) & GENERATION_MASK;
-                self.free.push(index);
+                self.free.push(id.index);
                 value.take()
             }
             _ => None,
         }
     }
 
-    /// Live `(index, generation)` pairs.
-    pub(crate) fn ids(&self) -> Vec<(u32, u32)> {
+    /// The live entries' ids.
+    pub(crate) fn ids(&self) -> Vec<StreamId> {
         self.slots
             .iter()
             .enumerate()
             .filter(|(_, (_, v))| v.is_some())
-            .map(|(i, (g, _))| (i as u32, *g))
+            .map(|(i, (g, _))| self.id(i as u32, *g))
             .collect()
     }
 }
@@ -71,12 +98,25 @@ mod tests {
     #[test]
     fn a_reused_slot_does_not_answer_to_the_old_id() {
         let mut s = Slab::default();
-        let (i, g) = s.insert("a");
-        assert_eq!(s.remove(i, g), Some("a"));
-        let (j, h) = s.insert("b");
-        assert_eq!(i, j);
-        assert_ne!(g, h);
-        assert!(s.get_mut(i, g).is_none());
-        assert_eq!(s.get_mut(j, h), Some(&mut "b"));
+        let a = s.insert("a");
+        assert_eq!(s.remove(a), Some("a"));
+        let b = s.insert("b");
+        assert_eq!(a.index, b.index);
+        assert_ne!(a.generation, b.generation);
+        assert!(s.get_mut(a).is_none());
+        assert_eq!(s.get_mut(b), Some(&mut "b"));
+    }
+
+    #[test]
+    fn an_id_from_another_slab_reaches_nothing() {
+        let (mut one, mut other) = (Slab::default(), Slab::default());
+        let a = one.insert("a");
+        let b = other.insert("b");
+        assert_eq!((a.index, a.generation), (b.index, b.generation));
+        assert_ne!(a, b, "ids of two loops differ");
+        assert!(one.get_mut(b).is_none());
+        assert!(other.remove(a).is_none());
+        assert_eq!(one.get_mut(a), Some(&mut "a"));
+        assert_eq!(other.get_mut(b), Some(&mut "b"));
     }
 }

@@ -19,6 +19,7 @@ use crate::deadlines::StreamDeadline;
 use crate::doorbell::Doorbell;
 use crate::handle::{Delivery, LoopError, Reply, StreamId};
 use crate::resolver::Resolver;
+use crate::slot::Slab;
 
 /// A stream's mio token: the slot's generation above its index, so an event for a stream that
 /// has ended and whose slot was reused finds no stream (a stale generation).
@@ -26,11 +27,9 @@ pub(crate) fn token(id: StreamId) -> Token {
     Token(((id.generation as usize) << 32) | id.index as usize)
 }
 
-pub(crate) fn id_of(token: Token) -> StreamId {
-    StreamId {
-        index: token.0 as u32,
-        generation: (token.0 >> 32) as u32,
-    }
+/// The id a token of `streams`' stands for.
+pub(crate) fn id_of<T>(token: Token, streams: &Slab<T>) -> StreamId {
+    streams.id(token.0 as u32, (token.0 >> 32) as u32)
 }
 
 pub(crate) struct Sock {
@@ -376,6 +375,15 @@ pub(crate) fn deliver<H: DataHandler>(e: &mut Entry<H>) {
             }
         }
         Delivery::Channel(tx) => {
+            if tx.send(&mut e.pending).is_err() {
+                // Nobody listens any more: stop the stream.
+                e.pending.clear();
+                if !e.stream.state().is_terminal() {
+                    e.stream.stop(Instant::now());
+                }
+            }
+        }
+        Delivery::Shared(tx) => {
             if tx.send(&mut e.pending).is_err() {
                 // Nobody listens any more: stop the stream.
                 e.pending.clear();
