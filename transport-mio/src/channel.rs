@@ -365,24 +365,41 @@ impl<T> std::fmt::Debug for Events<T> {
     }
 }
 
+/// What the channels' tests share: numbered events and a loop's poll to see wakes on.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod test_support {
+    use std::time::Duration;
 
+    use feedwire_core::StreamEvent;
     use mio::{Events as MioEvents, Poll, Token};
 
-    const WAKER: Token = Token(7);
+    pub(crate) const WAKER: Token = Token(7);
 
-    fn event(n: u32) -> StreamEvent {
+    pub(crate) fn event(n: u32) -> StreamEvent {
         StreamEvent::Connecting { attempt: n }
     }
 
-    fn attempt(e: StreamEvent) -> u32 {
+    pub(crate) fn attempt(e: StreamEvent) -> u32 {
         match e {
             StreamEvent::Connecting { attempt } => attempt,
             other => panic!("{other:?}"),
         }
     }
+
+    /// Whether the loop's poll was woken (not waiting).
+    pub(crate) fn woken(poll: &mut Poll) -> bool {
+        let mut events = MioEvents::with_capacity(4);
+        poll.poll(&mut events, Some(Duration::ZERO)).unwrap();
+        events.iter().any(|e| e.token() == WAKER)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::{attempt, event, woken, WAKER};
+    use super::*;
+
+    use mio::Poll;
 
     fn pending(range: std::ops::Range<u32>) -> VecDeque<StreamEvent> {
         range.map(event).collect()
@@ -402,13 +419,6 @@ mod tests {
             }),
         );
         (tx, rx, poll)
-    }
-
-    /// Whether the loop's poll was woken (not waiting).
-    fn woken(poll: &mut Poll) -> bool {
-        let mut events = MioEvents::with_capacity(4);
-        poll.poll(&mut events, Some(Duration::ZERO)).unwrap();
-        events.iter().any(|e| e.token() == WAKER)
     }
 
     #[test]

@@ -98,24 +98,11 @@ impl std::fmt::Debug for SharedEventSender {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc::TryRecvError;
-    use std::time::Duration;
 
-    use mio::{Events as MioEvents, Poll, Token};
+    use mio::Poll;
 
     use super::*;
-
-    const WAKER: Token = Token(3);
-
-    fn event(n: u32) -> StreamEvent {
-        StreamEvent::Connecting { attempt: n }
-    }
-
-    fn attempt(e: StreamEvent) -> u32 {
-        match e {
-            StreamEvent::Connecting { attempt } => attempt,
-            other => panic!("{other:?}"),
-        }
-    }
+    use crate::channel::test_support::{attempt, event, woken, WAKER};
 
     fn id(index: u32) -> StreamId {
         StreamId {
@@ -129,12 +116,6 @@ mod tests {
         let poll = Poll::new().unwrap();
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).unwrap());
         (poll, waker)
-    }
-
-    fn woken(poll: &mut Poll) -> bool {
-        let mut events = MioEvents::with_capacity(4);
-        poll.poll(&mut events, Some(Duration::ZERO)).unwrap();
-        events.iter().any(|e| e.token() == WAKER)
     }
 
     /// A stop that counts its calls.
