@@ -127,7 +127,8 @@ impl Stream {
         if is_error && matches!(self.config.profile, Profile::Betfair(_)) {
             match (profile::betfair_refusal(&payload), Feed::of_request(&kind)) {
                 (BetfairRefusal::ForNow, _) => {
-                    return self.end_connection(EndReason::RefusedForNow(payload), now);
+                    let refusal = Bytes::copy_from_slice(&payload);
+                    return self.end_connection(EndReason::RefusedForNow(refusal), now);
                 }
                 // Only a request that resumed from a position: one without, refused the same
                 // way, would be sent again at once without end.
@@ -151,7 +152,12 @@ impl Stream {
             && ((subscription && self.config.crash_on_error_response)
                 || kind == RequestKind::Authentication);
         if fatal {
-            return self.finish(StreamState::Crashed(EndReason::FatalResponse(payload)), now);
+            // Kept by the stream's state and the application: its own copy, not the block's.
+            let response = Bytes::copy_from_slice(&payload);
+            return self.finish(
+                StreamState::Crashed(EndReason::FatalResponse(response)),
+                now,
+            );
         }
         if let (RequestKind::Subscribe(refused), true) = (&kind, is_error) {
             // A refused subscription is not active: do not resubscribe it after a reconnect.
@@ -202,6 +208,10 @@ impl Stream {
     }
 
     pub(super) fn on_closed(&mut self, by: CloseInitiator, code: u16, reason: Bytes, now: Instant) {
+        // An end's reason is what applications keep (the last one of each stream, for a
+        // dashboard): a slice of the read block would keep the whole block (up to twice
+        // `max_read_size`) alive with it. At most 123 bytes, copied once a connection.
+        let reason = Bytes::copy_from_slice(&reason);
         match by {
             CloseInitiator::Remote => {
                 self.end_connection(EndReason::ClosedByPeer { code, reason }, now)
