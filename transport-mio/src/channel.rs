@@ -157,17 +157,27 @@ impl<T> Shared<T> {
         if state.receiver_gone {
             return Err(ReceiverGone);
         }
-        let room = state.capacity - state.queue.len();
-        let n = room.min(pending.len());
-        state.queue.extend(pending.drain(..n).map(tag));
-        // Set, never cleared here: another stream may be waiting for room too.
-        state.loop_waits |= !pending.is_empty();
-        let signal = state.consumer_waits && !state.queue.is_empty();
+        let signal = state.put(pending, tag);
         drop(state);
         if signal {
             self.filled.notify_one();
         }
         Ok(())
+    }
+}
+
+impl<T> State<T> {
+    /// Moves what fits of `pending` into the queue; whether the consumer waits for it.
+    fn put(
+        &mut self,
+        pending: &mut VecDeque<StreamEvent>,
+        tag: impl FnMut(StreamEvent) -> T,
+    ) -> bool {
+        let n = (self.capacity - self.queue.len()).min(pending.len());
+        self.queue.extend(pending.drain(..n).map(tag));
+        // Set, never cleared here: another stream may be waiting for room too.
+        self.loop_waits |= !pending.is_empty();
+        self.consumer_waits && !self.queue.is_empty()
     }
 }
 
@@ -180,12 +190,12 @@ impl Shared<StreamEvent> {
         if state.receiver_gone {
             return Err(ReceiverGone);
         }
-        if !(state.queue.is_empty() && pending.len() <= state.capacity) {
-            drop(state);
-            return self.send(pending, |e| e);
-        }
-        std::mem::swap(&mut state.queue, pending);
-        let signal = state.consumer_waits && !state.queue.is_empty();
+        let signal = if state.queue.is_empty() && pending.len() <= state.capacity {
+            std::mem::swap(&mut state.queue, pending);
+            state.consumer_waits && !state.queue.is_empty()
+        } else {
+            state.put(pending, |e| e)
+        };
         drop(state);
         if signal {
             self.filled.notify_one();
