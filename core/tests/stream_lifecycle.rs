@@ -67,7 +67,7 @@ fn opens_subscribes_and_delivers_data() {
         }
     );
     assert!(
-        matches!(&evs[3], StreamEvent::Data { payload, heartbeat: false } if payload.starts_with(b"{\"e\":\"aggTrade\""))
+        matches!(&evs[3], StreamEvent::Data { payload, heartbeat: false, received } if payload.starts_with(b"{\"e\":\"aggTrade\"") && *received == h.now)
     );
     assert_eq!(h.state(), StreamState::Open);
 }
@@ -1645,4 +1645,34 @@ fn a_stream_that_does_not_reconnect_drops_a_failed_attempt_once() {
         &h.take_events()[..],
         [StreamEvent::Crashed(EndReason::Tls(_))]
     ));
+}
+
+/// A data message carries the time of the read that completed it — on the general path (a
+/// stream's first message), the queueing fast path and the lending one alike — so that an
+/// application stamping every message needs no clock read of its own.
+#[test]
+fn data_carries_the_time_of_the_read_that_completed_it() {
+    let mut h = subscribed_stream();
+    let frame = server_frame(true, 1, br#"{"e":"aggTrade","a":1}"#);
+    let (head, tail) = frame.split_at(7);
+    let mut received = Vec::new();
+    for lend in [false, false, true] {
+        let started = h.now;
+        h.feed(head);
+        h.advance(Duration::from_millis(5));
+        let buf = h.s.read_buf();
+        buf[..tail.len()].copy_from_slice(tail);
+        if lend {
+            h.s.handle_read_with(tail.len(), h.now, |d| received.push(d.received));
+        } else {
+            h.s.handle_read(tail.len(), h.now);
+        }
+        h.pump();
+        received.extend(h.take_events().iter().filter_map(|e| match e {
+            StreamEvent::Data { received, .. } => Some(*received),
+            _ => None,
+        }));
+        assert_eq!(received.len(), 1, "lend: {lend}");
+        assert_eq!(received.pop(), Some(started + Duration::from_millis(5)));
+    }
 }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::harness::Harness;
@@ -99,6 +99,7 @@ fn feed_in(h: &mut Harness, bytes: &[u8], chunks: &[usize], mode: Mode) {
                     events.push(StreamEvent::Data {
                         payload: Bytes::copy_from_slice(d.payload),
                         heartbeat: d.heartbeat,
+                        received: d.received,
                     })
                 });
             }
@@ -189,18 +190,27 @@ fn binance_run(
     );
     let fed = h.now;
     h.advance(Duration::from_millis(10));
-    // A deadline as the time from the bytes' arrival: each run has its own clock.
-    let events: Vec<String> = h
-        .take_events()
+    (describe(&h.take_events(), fed), h.sent_frames())
+}
+
+/// Events as text, their instants (a reconnect's deadline, a message's read) as the time
+/// from `origin`: each run has its own clock.
+fn describe(events: &[StreamEvent], origin: Instant) -> String {
+    let events: Vec<String> = events
         .iter()
         .map(|e| match e {
             StreamEvent::ReconnectDue { reason, deadline } => {
-                format!("ReconnectDue({reason:?}, +{:?})", *deadline - fed)
+                format!("ReconnectDue({reason:?}, +{:?})", *deadline - origin)
             }
+            StreamEvent::Data {
+                payload,
+                heartbeat,
+                received,
+            } => format!("Data({payload:?}, {heartbeat}, +{:?})", *received - origin),
             e => format!("{e:?}"),
         })
         .collect();
-    (format!("{events:?}"), h.sent_frames())
+    format!("{events:?}")
 }
 
 /// The events before a stop made after the first `at` bytes, the events after it (the rest
@@ -212,6 +222,7 @@ fn binance_stop_run(
     mode: Mode,
 ) -> (String, String, usize) {
     let mut h = Harness::new(StreamConfig::binance_stream("ws://127.0.0.1:9/stream"));
+    let origin = h.now;
     h.open_ws();
     h.s.subscribe(&["btcusdt@aggTrade"], h.now).expect("open");
     h.pump();
@@ -230,7 +241,7 @@ fn binance_stop_run(
         .iter()
         .filter(|e| matches!(e, StreamEvent::Data { .. }))
         .count();
-    (format!("{before:?}"), format!("{after:?}"), data)
+    (describe(&before, origin), describe(&after, origin), data)
 }
 
 fn betfair_bytes(items: &[Item]) -> Vec<u8> {
@@ -274,8 +285,9 @@ fn betfair_bytes(items: &[Item]) -> Vec<u8> {
 /// Events, then the resubscription sent after a reconnect (it carries the clocks seen).
 fn betfair_run(items: &[Item], chunks: &[usize], mode: Mode) -> (String, Vec<String>) {
     let mut h = Harness::betfair_authenticated();
+    let fed = h.now;
     feed_in(&mut h, &betfair_bytes(items), chunks, mode);
-    let events = format!("{:?}", h.take_events());
+    let events = describe(&h.take_events(), fed);
     (events, h.betfair_reconnect())
 }
 

@@ -48,6 +48,7 @@ fn feed(
                 let event = StreamEvent::Data {
                     payload: Bytes::copy_from_slice(d.payload),
                     heartbeat: d.heartbeat,
+                    received: d.received,
                 };
                 events.push(format!("{event:?}"));
             });

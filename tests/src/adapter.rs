@@ -65,6 +65,7 @@ impl feedwire_mio::DataHandler for Forward {
         let _ = self.0.send(StreamEvent::Data {
             payload: Bytes::copy_from_slice(data.payload),
             heartbeat: data.heartbeat,
+            received: data.received,
         });
     }
 

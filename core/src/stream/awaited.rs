@@ -150,6 +150,7 @@ mod tests {
         let data = StreamEvent::Data {
             payload: Bytes::from_static(b"{}"),
             heartbeat: false,
+            received: std::time::Instant::now(),
         };
         assert_eq!(claim(&mut awaited, data.clone()), Some(data));
         assert_eq!(claim(&mut awaited, response(answered.clone())), None);

@@ -208,6 +208,9 @@ pub struct DataRef<'a> {
     pub payload: &'a [u8],
     /// A protocol heartbeat (Betfair `"ct":"HEARTBEAT"`).
     pub heartbeat: bool,
+    /// When the read that completed the message happened, as its transport stamped it
+    /// (see [`StreamEvent::Data`]).
+    pub received: Instant,
 }
 
 /// Receives a stream's data messages in place, and its other events, in order: what an
@@ -273,6 +276,14 @@ pub enum StreamEvent {
         payload: Bytes,
         /// A protocol heartbeat (Betfair `"ct":"HEARTBEAT"`).
         heartbeat: bool,
+        /// When the read that completed the message happened: the `now` its transport gave
+        /// with that read (tokio: the clock read right after the socket read; the mio loop:
+        /// once as it began serving the stream; your loop: what you pass). Messages of one
+        /// read share it. A receive timestamp without a clock read a message (a vDSO
+        /// `Instant::now()` costs about as much as the library's whole work on a small
+        /// message); for wall-clock time, add the offset between `SystemTime::now()` and
+        /// `Instant::now()` taken once.
+        received: Instant,
     },
     /// The response to one of our requests.
     Response {
@@ -372,9 +383,14 @@ impl StreamEvent {
     /// reading lent messages can take queued ones the same way.
     pub fn as_data(&self) -> Option<DataRef<'_>> {
         match self {
-            Self::Data { payload, heartbeat } => Some(DataRef {
+            Self::Data {
+                payload,
+                heartbeat,
+                received,
+            } => Some(DataRef {
                 payload,
                 heartbeat: *heartbeat,
+                received: *received,
             }),
             _ => None,
         }

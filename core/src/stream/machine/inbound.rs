@@ -71,8 +71,11 @@ impl Stream {
                     self.timers.stop(Timer::FirstData);
                 }
                 update_clocks(&mut self.clocks, &payload, &extracted);
-                self.events
-                    .push_back(StreamEvent::Data { payload, heartbeat });
+                self.events.push_back(StreamEvent::Data {
+                    payload,
+                    heartbeat,
+                    received: now,
+                });
                 if shutdown {
                     self.planned_reconnect(EndReason::ServerShutdown, now);
                 }

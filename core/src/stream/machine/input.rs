@@ -119,7 +119,11 @@ impl Stream {
                     match plain_data(classifier, shapes, clocks, &payload, kind) {
                         Some(heartbeat) => {
                             stats.received(payload.len());
-                            events.push_back(StreamEvent::Data { payload, heartbeat });
+                            events.push_back(StreamEvent::Data {
+                                payload,
+                                heartbeat,
+                                received: now,
+                            });
                             None
                         }
                         None => Some(payload),
@@ -161,7 +165,11 @@ impl Stream {
                 |payload: &[u8], kind| match plain_data(classifier, shapes, clocks, payload, kind) {
                     Some(heartbeat) => {
                         stats.received(payload.len());
-                        on_data(DataRef { payload, heartbeat });
+                        on_data(DataRef {
+                            payload,
+                            heartbeat,
+                            received: now,
+                        });
                         true
                     }
                     None => false,
