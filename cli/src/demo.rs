@@ -18,7 +18,7 @@ use crate::Failure;
 
 /// Starts the embedded replay server (no network needed), connects a stream to it,
 /// subscribes, and shows msgs/s, MB/s, totals and one-way latency from the server's send
-/// stamps; a summary at the end. Ctrl-C stops at once and still prints the summary.
+/// stamps to the reads that completed the messages (their `received`); a summary at the end. Ctrl-C stops at once and still prints the summary.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   feedwire demo
@@ -65,6 +65,26 @@ fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// Wall-clock microseconds for the adapter's read stamps: the offset between the two
+/// clocks taken once, so a message costs no clock read (its `received` is its read's time).
+struct WallClock {
+    origin: Instant,
+    origin_us: u64,
+}
+
+impl WallClock {
+    fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+            origin_us: now_us(),
+        }
+    }
+
+    fn us(&self, at: Instant) -> u64 {
+        self.origin_us + at.saturating_duration_since(self.origin).as_micros() as u64
+    }
 }
 
 pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
@@ -129,6 +149,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
         rate_per_sec
     );
     let started = Instant::now();
+    let wall = WallClock::new();
     let deadline = seconds.map(|s| tokio::time::Instant::now() + Duration::from_secs_f64(s));
     let mut total = Tally::new();
     let mut window = Tally::new();
@@ -144,8 +165,8 @@ pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
     loop {
         tokio::select! {
             event = events.next() => match event {
-                Some(StreamEvent::Data { payload, .. }) => {
-                    let now = now_us();
+                Some(StreamEvent::Data { payload, received, .. }) => {
+                    let now = wall.us(received);
                     total.record(&payload, now);
                     window.record(&payload, now);
                 }
