@@ -506,6 +506,40 @@ pub fn slow_consumer_keeps_memory_bounded(adapter: &dyn Adapter) {
     );
 }
 
+/// Every data message carries the time of the read that completed it: within the run,
+/// never earlier than a message before it, and — a firehose takes many reads — not one
+/// stamp for all.
+pub fn data_is_stamped_with_its_read_time(adapter: &dyn Adapter) {
+    const COUNT: usize = 100_000;
+    let srv = replay(ReplayConfig {
+        count: Some(COUNT),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let started = Instant::now();
+    let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
+    let mut stamps = Vec::with_capacity(COUNT);
+    while let Some(e) = next(s.as_mut()) {
+        if let StreamEvent::Data { received, .. } = e {
+            stamps.push(received);
+            if stamps.len() == COUNT {
+                s.stop();
+            }
+        }
+    }
+    let ended = Instant::now();
+    assert_eq!(stamps.len(), COUNT);
+    assert!(
+        stamps.windows(2).all(|w| w[0] <= w[1]),
+        "stamps in read order"
+    );
+    assert!(
+        started <= stamps[0] && stamps[COUNT - 1] <= ended,
+        "within the run"
+    );
+    assert!(stamps[0] < stamps[COUNT - 1], "many reads, not one stamp");
+}
+
 /// A certificate from an untrusted CA: a typed TLS error, never data; a stream never open
 /// ends at once, or (`PermanentFailure::Retry`) keeps trying.
 pub fn untrusted_certificate_is_a_typed_error(adapter: &dyn Adapter) {
@@ -1430,6 +1464,7 @@ macro_rules! adapter_scenarios {
             a_large_frame_trickling_in_is_not_taken_for_silence,
             untrusted_certificate_is_a_typed_error,
             a_wrong_path_ends_a_stream_never_open,
+            data_is_stamped_with_its_read_time,
             faults_reconnect_without_loss_or_duplicates,
             a_reported_shutdown_keeps_the_connection_until_replaced,
             make_before_break_on_a_live_feed_misses_nothing,

@@ -159,8 +159,9 @@ pub(crate) fn read<H: DataHandler>(
     e: &mut Entry<H>,
     mut budget: usize,
     doorbell: &Doorbell,
-    now: Instant,
+    mut now: Instant,
 ) {
+    let mut first = true;
     while budget > 0 {
         if doorbell.rung() {
             // A command first (a stop takes effect before more is read); the stream stays
@@ -209,6 +210,12 @@ pub(crate) fn read<H: DataHandler>(
                 return;
             }
         };
+        // The service's time stamps its first read (a wake-up for one message reads the
+        // clock once); a further read, after megabytes lent, is stamped anew: its
+        // messages' `received` is when they were read.
+        if !std::mem::take(&mut first) {
+            now = Instant::now();
+        }
         budget = budget.saturating_sub(n);
         e.last_read = now;
         let drained = n < offered && !sock.read_closed;

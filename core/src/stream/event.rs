@@ -278,7 +278,8 @@ pub enum StreamEvent {
         heartbeat: bool,
         /// When the read that completed the message happened: the `now` its transport gave
         /// with that read (tokio: the clock read right after the socket read; the mio loop:
-        /// once as it began serving the stream; your loop: what you pass). Messages of one
+        /// for its first read of a wake-up the time it began serving the stream, for each
+        /// further read the clock right after it; your loop: what you pass). Messages of one
         /// read share it. A receive timestamp without a clock read a message (a vDSO
         /// `Instant::now()` costs about as much as the library's whole work on a small
         /// message); for wall-clock time, add the offset between `SystemTime::now()` and
