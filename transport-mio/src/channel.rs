@@ -140,6 +140,13 @@ impl<T> Shared<T> {
         }
     }
 
+    /// Stops held and loops' wakers held, for tests: neither may grow with streams gone.
+    #[cfg(test)]
+    pub(crate) fn attachments(&self) -> (usize, usize) {
+        let state = self.lock();
+        (state.on_receiver_gone.len(), state.wakers.len())
+    }
+
     /// One more sender (a clone).
     pub(crate) fn add_sender(&self) {
         self.lock().senders += 1;

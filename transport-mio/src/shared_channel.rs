@@ -163,6 +163,31 @@ mod tests {
     }
 
     #[test]
+    fn streams_that_come_and_go_leave_nothing_behind() {
+        let ((_a, waker_a), (_b, waker_b)) = (a_loop(), a_loop());
+        let (tx, _rx) = shared_event_channel(8);
+        let mut kept = tx.clone();
+        kept.attach(id(0), waker_a.clone(), Box::new(|| {}));
+        for n in 1..=1_000 {
+            let mut stream = tx.clone();
+            let (waker, loops) = if n % 2 == 0 {
+                (&waker_a, 1)
+            } else {
+                (&waker_b, 2)
+            };
+            stream.attach(id(n), waker.clone(), Box::new(|| {}));
+            assert_eq!(tx.shared.attachments(), (2, loops), "a loop's waker once");
+        }
+        assert_eq!(
+            tx.shared.attachments(),
+            (1, 1),
+            "only the stream still sending"
+        );
+        drop(kept);
+        assert_eq!(tx.shared.attachments(), (0, 0));
+    }
+
+    #[test]
     fn the_receiver_ends_once_every_sender_is_gone() {
         let (_poll, waker) = a_loop();
         let (tx, mut rx) = shared_event_channel(8);
