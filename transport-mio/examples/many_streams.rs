@@ -6,7 +6,9 @@
 //!
 //! Options: `--idle N` (10000), `--active N` (1000), `--count N` messages per active stream
 //! (2000), `--scenario NAME` for the active streams (small_aggtrade), `--tls` (every stream
-//! over TLS, the servers' test CA trusted).
+//! over TLS, the servers' test CA trusted), `--shared` (the active streams' events go to one
+//! `shared_event_channel` taken by a thread of their own, not to handlers on the loop's).
+//! The CPU is the whole process's: loop and consumer.
 //! The last line: `idle_bytes_per_conn=N active_cpu_us_per_msg=X active_msgs=M`.
 #![allow(clippy::print_stdout, reason = "an example reports to the terminal")]
 
@@ -15,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use feedwire_core::{StatsHandle, StreamConfig, StreamEvent};
-use feedwire_mio::{Delivery, Handler, LoopHandle, MioOptions};
+use feedwire_mio::{shared_event_channel, Delivery, Handler, LoopHandle, MioOptions};
 use feedwire_replay::{
     measure, root_store_of, serve_if_child, ChildServer, ReplayConfig, Scenario,
 };
@@ -26,6 +28,7 @@ struct Options {
     count: usize,
     scenario: Scenario,
     tls: bool,
+    shared: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -35,11 +38,16 @@ fn options() -> Result<Options, String> {
         count: 2_000,
         scenario: Scenario::SmallAggTrade,
         tls: false,
+        shared: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--tls" {
             o.tls = true;
+            continue;
+        }
+        if flag == "--shared" {
+            o.shared = true;
             continue;
         }
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
@@ -171,12 +179,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (user_before, sys_before) = measure::cpu_times();
     let started = Instant::now();
     let mut stats: Vec<StatsHandle> = Vec::with_capacity(o.active);
+    let (shared, consumer) = if o.shared {
+        let (tx, events) = shared_event_channel(4096);
+        let messages = messages.clone();
+        let consumer = std::thread::spawn(move || {
+            for (_, event) in events {
+                if let StreamEvent::Data { .. } = event {
+                    messages.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        (Some(tx), Some(consumer))
+    } else {
+        (None, None)
+    };
     for _ in 0..o.active {
         let config = StreamConfig::binance_stream(active_server.url());
-        let (id, s) = lp.connect(config, counter())?;
+        let delivery = match &shared {
+            Some(tx) => Delivery::Shared(tx.clone()),
+            None => counter(),
+        };
+        let (id, s) = lp.connect(config, delivery)?;
         ids.push(id);
         stats.push(s);
     }
+    // The consumer's events end with the streams: only their senders are left.
+    drop(shared);
     wait_until("active streams' messages", Duration::from_secs(600), || {
         messages.load(Ordering::Relaxed) >= expected
     })?;
@@ -191,8 +219,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .sum();
     let cpu_per_msg = cpu.as_secs_f64() * 1e6 / received as f64;
     println!(
-        "active: {} streams x {} {} msgs = {received} msgs, {:.1} MB in {:.2} s ({:.0} msgs/s); \
+        "active{}: {} streams x {} {} msgs = {received} msgs, {:.1} MB in {:.2} s ({:.0} msgs/s); \
          client CPU {:.2} s (user {:.2} + sys {:.2}, connects included) = {cpu_per_msg:.3} us/msg",
+        if o.shared { " (shared channel)" } else { "" },
         o.active,
         o.count,
         o.scenario.name(),
@@ -208,6 +237,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lp.stop(id);
     }
     lp.shutdown();
+    if let Some(consumer) = consumer {
+        consumer.join().map_err(|_| "the consumer panicked")?;
+    }
     println!(
         "idle_bytes_per_conn={} active_cpu_us_per_msg={cpu_per_msg:.3} active_msgs={received}",
         per_conn(rss_settled)
