@@ -49,7 +49,6 @@ fn many_streams_share_one_receiver_each_complete_and_in_order() {
     drop(tx);
     let mut data: HashMap<StreamId, Vec<Bytes>> = HashMap::new();
     let mut ended = 0;
-    let started = Instant::now();
     let mut rx = rx;
     while ended < ids.len() {
         let (id, event) = rx.recv_timeout(TIMEOUT).unwrap_or_else(|e| {
@@ -73,7 +72,6 @@ fn many_streams_share_one_receiver_each_complete_and_in_order() {
             StreamEvent::Crashed(reason) => panic!("{id:?} crashed: {reason}"),
             _ => {}
         }
-        assert!(started.elapsed() < 2 * TIMEOUT, "took too long");
     }
     // Every sender is gone with its stream: the receiver ends.
     assert!(
