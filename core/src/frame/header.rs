@@ -233,5 +233,10 @@ mod tests {
             }
         );
         assert_eq!(e.close_code(), 1009);
+        // The limit itself is allowed: `max_frame_size` is the largest frame accepted.
+        let at_limit = parse_header(&[0x82, 126, 0x10, 0x00], 4096)
+            .unwrap()
+            .unwrap();
+        assert_eq!(at_limit.payload_len, 4096);
     }
 }

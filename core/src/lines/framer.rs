@@ -212,4 +212,18 @@ mod tests {
             Err(LineError::LineTooLong { max: 4 })
         );
     }
+
+    #[test]
+    fn a_complete_line_of_exactly_the_limit_is_a_line() {
+        // `max_line` is the longest line accepted, whether its delimiter arrives with it or
+        // later.
+        for delimiter in [Delimiter::CrLf, Delimiter::Lf] {
+            let mut f = LineFramer::new(delimiter, 4);
+            let mut input = b"1234".to_vec();
+            input.extend_from_slice(delimiter.as_bytes());
+            assert_eq!(lines(&mut f, &input), (vec![b"1234".to_vec()], input.len()));
+            let mut f = LineFramer::new(delimiter, 4);
+            assert_eq!(f.take_lines(&input, |line| line == b"1234"), input.len());
+        }
+    }
 }

@@ -213,11 +213,28 @@ mod tests {
         );
         clocks.update(bytes, None, Some((bytes, at(&long))));
         assert_eq!(clocks.clk(), long.as_bytes());
+        // Exactly `INLINE` bytes is the longest token kept inline.
+        let inline = &long[..super::INLINE];
+        clocks.update(bytes, None, Some((bytes, at(inline))));
+        assert_eq!(clocks.clk(), inline.as_bytes());
         clocks.update(bytes, None, Some((bytes, at("AAAA"))));
         assert_eq!(clocks.clk(), b"AAAA");
         // A new image starts a new position: the earlier `clk` is not after it.
         clocks.update(bytes, Some((bytes, 0..0)), None);
         assert_eq!((clocks.initial_clk(), clocks.clk()), (&b""[..], &b""[..]));
+    }
+
+    #[test]
+    fn a_position_resumes_from_either_token() {
+        // What the subscription request sends (each token it has) is what `resumes` tells:
+        // an image with an `initialClk` and no `clk` yet is a position to resume from.
+        let mut clocks = Clocks::default();
+        assert!(!clocks.resumes());
+        record(&mut clocks, r#"{"op":"mcm","initialClk":"I1","mc":[]}"#);
+        assert_eq!(read(&clocks), ("I1".into(), String::new()));
+        assert!(clocks.resumes());
+        record(&mut clocks, r#"{"op":"mcm","clk":"C1","mc":[]}"#);
+        assert!(clocks.resumes());
     }
 
     /// Records `message`'s `initialClk` and `clk`, which the tests write as `I…`/`C…`.
