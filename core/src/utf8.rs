@@ -47,6 +47,14 @@ fn ascii_prefix(bytes: &[u8]) -> usize {
         #[allow(unsafe_code)]
         return unsafe { ascii_prefix_avx2(bytes) };
     }
+    ascii_prefix_words(bytes)
+}
+
+/// [`ascii_prefix`] of `bytes` (at least [`VECTORS_FROM`] long) where the CPU has no AVX2:
+/// all of it when it is ASCII and no longer than [`WORDS_UP_TO`], else empty. A function of
+/// its own so that a machine with AVX2 tests it too.
+#[inline(always)]
+fn ascii_prefix_words(bytes: &[u8]) -> usize {
     if bytes.len() <= WORDS_UP_TO && is_ascii_words(bytes) {
         bytes.len()
     } else {
@@ -239,6 +247,7 @@ mod tests {
         let lengths = (0..=100)
             .chain([127, 128, 129, 190])
             .chain(250..=260)
+            .chain(510..=514)
             .chain([1010]);
         for len in lengths {
             let ascii = vec![b'a'; len];
@@ -246,6 +255,8 @@ mod tests {
             let checked = if prefix_checks(len) { len } else { 0 };
             assert_eq!(ascii_prefix(&ascii), checked, "{len}");
             assert!(is_ascii_words(&ascii), "{len}");
+            let words = if len <= WORDS_UP_TO { len } else { 0 };
+            assert_eq!(ascii_prefix_words(&ascii), words, "{len}");
             #[cfg(target_arch = "x86_64")]
             if len >= VECTOR {
                 assert!(is_ascii_vectors(&ascii), "{len}");
@@ -271,6 +282,21 @@ mod tests {
                     assert!(!is_ascii_vectors(&high), "0x80 at {at} of {len}");
                 }
                 assert!(!is_ascii_words(&high), "0x80 at {at} of {len}");
+                assert_eq!(ascii_prefix_words(&high), 0, "0x80 at {at} of {len}");
+                // Two high bytes in the same lane of two words, or of two vectors: the checks
+                // gather with OR, under which nothing cancels.
+                for gap in [8, 32] {
+                    if at + gap < len {
+                        let mut pair = high.clone();
+                        pair[at + gap] = 0x80;
+                        assert!(!is_valid(&pair), "0x80 at {at} and {gap} on of {len}");
+                        assert!(!is_ascii_words(&pair), "0x80 at {at} and {gap} on of {len}");
+                        #[cfg(target_arch = "x86_64")]
+                        if len >= VECTOR {
+                            assert!(!is_ascii_vectors(&pair), "0x80 at {at}, {gap} on, of {len}");
+                        }
+                    }
+                }
                 if at + 2 <= len {
                     let mut two = ascii.clone();
                     two[at..at + 2].copy_from_slice("é".as_bytes());
