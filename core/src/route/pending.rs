@@ -232,3 +232,59 @@ impl<T> PendingRequests<T> {
         Some((handle, entry.tag))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::{PendingRequests, RequestId};
+
+    #[test]
+    fn a_request_ends_once_whichever_way_and_the_table_says_what_is_left() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut table = PendingRequests::new(4);
+        assert!(table.is_empty());
+        let first = table.insert(RequestId::Int(1), "one", at(30)).unwrap();
+        table
+            .insert(RequestId::Str("b".into()), "two", at(10))
+            .unwrap();
+        table.insert(RequestId::Int(3), "three", at(20)).unwrap();
+        assert_eq!((table.len(), table.is_empty()), (3, false));
+        assert!(table.contains(&RequestId::Str("b".into())));
+
+        // Answered: gone, and a second answer or a cancel finds nothing.
+        assert_eq!(table.take_int(1).map(|(_, tag)| tag), Some("one"));
+        assert_eq!(table.take_int(1), None);
+        assert_eq!(table.cancel(first), None);
+        assert!(!table.contains(&RequestId::Int(1)));
+        // The freed slot is reused; the old handle does not name the new request.
+        let fourth = table.insert(RequestId::Int(4), "four", at(40)).unwrap();
+        assert_eq!(table.cancel(first), None);
+        assert_eq!(table.len(), 3);
+
+        // Timed out, earliest deadline first, at or before `now` only.
+        assert_eq!(table.next_deadline(), Some(at(10)));
+        let mut expired = Vec::new();
+        table.expire(at(20), |_, id, tag| expired.push((id, tag)));
+        assert_eq!(
+            expired,
+            [
+                (RequestId::Str("b".into()), "two"),
+                (RequestId::Int(3), "three")
+            ]
+        );
+        assert_eq!(table.take_str("b"), None);
+        assert_eq!(table.len(), 1);
+
+        // Cancelled; then the connection's end abandons what is left.
+        assert_eq!(table.cancel(fourth), Some("four"));
+        assert!(table.is_empty());
+        assert_eq!(table.next_deadline(), None, "no stale deadline left");
+        table.insert(RequestId::Int(5), "five", at(50)).unwrap();
+        let mut abandoned = Vec::new();
+        table.abandon(|_, id, tag| abandoned.push((id, tag)));
+        assert_eq!(abandoned, [(RequestId::Int(5), "five")]);
+        assert!(table.is_empty());
+    }
+}
