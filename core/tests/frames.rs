@@ -258,6 +258,52 @@ fn message_over_limit_is_1009_across_fragments() {
 }
 
 #[test]
+fn a_single_frame_over_the_message_limit_is_1009_and_the_limit_itself_arrives() {
+    // The message limit binds a message of one frame too, below the frame limit.
+    let config = WsConfig {
+        max_message_size: 10,
+        ..WsConfig::default()
+    };
+    let mut ws = open_client(config.clone());
+    ws.handle_input(&server_frame(true, 2, &[1; 11]));
+    assert_eq!(
+        events(&mut ws),
+        vec![Event::Failed(
+            ProtocolError::MessageTooLarge { len: 11, max: 10 }.into()
+        )]
+    );
+    // Exactly the limit, in one frame or in two, is a message.
+    let mut ws = open_client(config);
+    let mut bytes = server_frame(true, 2, &[1; 10]);
+    bytes.extend(server_frame(false, 2, &[2; 6]));
+    bytes.extend(server_frame(true, 0, &[3; 4]));
+    ws.handle_input(&bytes);
+    let evs = events(&mut ws);
+    assert!(
+        matches!(&evs[..], [Event::Message(a), Event::Message(b)]
+            if a.payload.len() == 10 && b.payload.len() == 10),
+        "{evs:?}"
+    );
+}
+
+#[test]
+fn a_character_cut_short_by_an_empty_last_fragment_is_1007() {
+    // The last fragment brings no bytes to validate; the message still ends inside `€`.
+    let mut bytes = server_frame(false, 1, b"ok \xe2\x82");
+    bytes.extend(server_frame(true, 0, b""));
+    assert_fails(&bytes, ProtocolError::InvalidUtf8, 1007);
+    // The same, the fragments in reads of their own.
+    let mut ws = open_client(WsConfig::default());
+    ws.handle_input(&server_frame(false, 1, b"ok \xe2\x82"));
+    assert!(events(&mut ws).is_empty());
+    ws.handle_input(&server_frame(true, 0, b""));
+    assert_eq!(
+        events(&mut ws),
+        vec![Event::Failed(ProtocolError::InvalidUtf8.into())]
+    );
+}
+
+#[test]
 fn messages_before_a_violation_are_delivered() {
     let mut ws = open_client(WsConfig::default());
     let mut bytes = server_frame(true, 1, b"one");
