@@ -28,6 +28,9 @@ mod tests {
             now + Duration::from_secs(5)
         );
         assert_eq!(after(now, Duration::MAX), now + CENTURY);
+        // Any wait under a century is kept as it is.
+        let years_99 = Duration::from_secs(99 * 365 * 24 * 3600);
+        assert_eq!(after(now, years_99), now + years_99);
         assert!(after(now, Duration::MAX) > after(now, Duration::from_secs(3600 * 24 * 365)));
     }
 }

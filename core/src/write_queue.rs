@@ -217,6 +217,47 @@ mod tests {
     }
 
     #[test]
+    fn refill_takes_more_only_once_a_held_back_queue_is_written_out() {
+        let chunk = Bytes::from(vec![7u8; 40_000]);
+        let mut source = std::iter::repeat_n(chunk, 3);
+        let mut q = WriteQueue::default();
+        assert!(q.fill(|| source.next(), None));
+        assert_eq!(q.queued_bytes(), 80_000, "held back at the bound");
+        let mut room = Some(50_000);
+        q.write_with(|_| room.take().ok_or(io::ErrorKind::WouldBlock.into()))
+            .unwrap();
+        assert!(
+            !q.refill(|| source.next(), None),
+            "not empty yet: nothing taken"
+        );
+        assert_eq!(q.queued_bytes(), 30_000);
+        q.write_with(|slices| Ok(slices.iter().map(|s| s.len()).sum()))
+            .unwrap();
+        assert!(
+            q.refill(|| source.next(), None),
+            "written out: the rest taken"
+        );
+        assert_eq!(q.queued_bytes(), 40_000);
+        // Nothing held back: a queue written out takes nothing more on its own.
+        q.write_with(|slices| Ok(slices.iter().map(|s| s.len()).sum()))
+            .unwrap();
+        let mut more = std::iter::once(Bytes::from_static(b"later"));
+        assert!(!q.refill(|| more.next(), None));
+        assert!(q.is_empty());
+        assert_eq!(
+            more.next().as_deref(),
+            Some(&b"later"[..]),
+            "left in the stream"
+        );
+        // Held back with the stream's last bytes: written out, the refill finds none.
+        let mut last = std::iter::repeat_n(Bytes::from(vec![7u8; 40_000]), 2);
+        assert!(q.fill(|| last.next(), None));
+        q.write_with(|slices| Ok(slices.iter().map(|s| s.len()).sum()))
+            .unwrap();
+        assert!(!q.refill(|| last.next(), None), "nothing left to take");
+    }
+
+    #[test]
     fn partial_writes_resume_where_they_stopped() {
         let mut q = WriteQueue::default();
         for c in ["abc", "", "defg", "h"] {
