@@ -295,12 +295,20 @@ mod tests {
     }
 
     #[test]
-    fn a_zero_length_write_is_an_error_not_a_spin() {
+    fn a_write_that_writes_nothing_or_fails_is_an_error_not_a_spin() {
         let mut q = WriteQueue::default();
         q.push(Bytes::from_static(b"x"));
         assert_eq!(
             q.write_with(|_| Ok(0)).unwrap_err().kind(),
             io::ErrorKind::WriteZero
         );
+        // Any failure but "would block" is the caller's to see; the bytes stay queued.
+        assert_eq!(
+            q.write_with(|_| Err(io::ErrorKind::BrokenPipe.into()))
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::BrokenPipe
+        );
+        assert_eq!(q.queued_bytes(), 1);
     }
 }
