@@ -280,6 +280,7 @@ mod tests {
         .unwrap();
         assert_eq!(out, b"abcde");
         assert!(!q.is_empty());
+        assert_eq!(q.queued_bytes(), 3, "the count follows partial writes");
         budget = [usize::MAX, 0, 0];
         call = 0;
         q.write_with(|slices| {
