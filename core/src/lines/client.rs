@@ -214,3 +214,96 @@ impl LineClient {
         self.rb.consume(all);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offer::Lent;
+
+    fn read(client: &mut LineClient, bytes: &[u8], take: &mut impl Take) {
+        let buf = client.read_buf();
+        buf[..bytes.len()].copy_from_slice(bytes);
+        client.handle_read_offering(bytes.len(), take);
+    }
+
+    fn lines(client: &mut LineClient) -> Vec<LineEvent> {
+        std::iter::from_fn(|| client.poll_event()).collect()
+    }
+
+    #[test]
+    fn a_line_is_not_lent_ahead_of_one_queued_before_it() {
+        let mut client = LineClient::new(Delimiter::CrLf, 1024, 1024);
+        let mut lent = Vec::new();
+        // The first line is declined (queued); the second, in the same read, is queued
+        // behind it.
+        read(
+            &mut client,
+            b"status\r\ndata1\r\n",
+            &mut Lent(|line: &[u8], _| {
+                lent.push(line.to_vec());
+                line != b"status"
+            }),
+        );
+        // A later read, the queue not yet drained: nothing is lent past it.
+        read(
+            &mut client,
+            b"data2\r\n",
+            &mut Lent(|line: &[u8], _| {
+                lent.push(line.to_vec());
+                true
+            }),
+        );
+        assert_eq!(lent, [b"status".to_vec()]);
+        let line = |l: &'static [u8]| LineEvent::Line(Bytes::from_static(l));
+        assert_eq!(
+            lines(&mut client),
+            [line(b"status"), line(b"data1"), line(b"data2")]
+        );
+        // Drained: lent again.
+        read(
+            &mut client,
+            b"data3\r\n",
+            &mut Lent(|line: &[u8], _| {
+                lent.push(line.to_vec());
+                true
+            }),
+        );
+        assert_eq!(lent.last().map(Vec::as_slice), Some(&b"data3"[..]));
+        assert!(lines(&mut client).is_empty());
+    }
+
+    #[test]
+    fn finish_ends_the_stream_once_and_it_is_finished_when_flushed() {
+        let mut client = LineClient::new(Delimiter::CrLf, 1024, 1024);
+        assert!(!client.is_finished());
+        client.send_line(b"bye").unwrap();
+        client.finish();
+        client.finish();
+        assert_eq!(lines(&mut client), [LineEvent::Ended]);
+        assert_eq!(client.send_line(b"more"), Err(LineError::NotOpen));
+        assert!(!client.is_finished(), "a line still to write");
+        assert_eq!(client.poll_transmit().as_deref(), Some(&b"bye\r\n"[..]));
+        assert!(client.is_finished());
+        // Nothing more is delivered.
+        read(&mut client, b"late\r\n", &mut TakeNothing);
+        assert!(lines(&mut client).is_empty());
+    }
+
+    #[test]
+    fn the_read_buffer_is_released_only_without_a_partial_line() {
+        let mut client = LineClient::new(Delimiter::CrLf, 4096, 4096);
+        read(&mut client, b"whole\r\npart", &mut TakeNothing);
+        let held = client.read_buffer_capacity();
+        assert!(held > 0);
+        assert!(!client.release_read_buffer(), "a partial line is buffered");
+        assert_eq!(client.read_buffer_capacity(), held);
+        read(&mut client, b"ial\r\n", &mut TakeNothing);
+        assert_eq!(lines(&mut client).len(), 2);
+        assert!(client.release_read_buffer());
+        assert!(
+            client.read_buffer_capacity() < held,
+            "{}",
+            client.read_buffer_capacity()
+        );
+    }
+}
