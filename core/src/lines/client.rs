@@ -277,9 +277,12 @@ mod tests {
         let mut client = LineClient::new(Delimiter::CrLf, 1024, 1024);
         assert!(!client.is_finished());
         client.send_line(b"bye").unwrap();
+        assert!(!client.has_events());
         client.finish();
         client.finish();
+        assert!(client.has_events());
         assert_eq!(lines(&mut client), [LineEvent::Ended]);
+        assert!(!client.has_events());
         assert_eq!(client.send_line(b"more"), Err(LineError::NotOpen));
         assert!(!client.is_finished(), "a line still to write");
         assert_eq!(client.poll_transmit().as_deref(), Some(&b"bye\r\n"[..]));
