@@ -60,6 +60,13 @@ mod tests {
         };
         assert_eq!(reconnect_delay(&long, 40, 0), CENTURY);
         assert!(reconnect_delay(&long, 40, u32::MAX) >= CENTURY / 2);
+        // The random fraction stays below 1: even full jitter at the largest draw leaves
+        // part of the delay (2^-32 of it; a century's is most of a second).
+        let full = ReconnectPolicy {
+            jitter: 1.0,
+            ..long.clone()
+        };
+        assert!(reconnect_delay(&full, 40, u32::MAX) > Duration::from_millis(500));
         let jittered = reconnect_delay(&p, 5, u32::MAX);
         assert!(
             jittered >= Duration::from_millis(500) && jittered < Duration::from_secs(1),
