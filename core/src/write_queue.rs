@@ -188,6 +188,12 @@ impl WriteQueue {
 mod tests {
     use super::*;
 
+    /// Writes everything queued, the socket taking all it is given.
+    fn write_out(q: &mut WriteQueue) {
+        q.write_with(|slices| Ok(slices.iter().map(|s| s.len()).sum()))
+            .unwrap();
+    }
+
     #[test]
     fn fill_stops_at_the_backlog_and_fill_for_close_takes_everything() {
         let chunk = Bytes::from(vec![7u8; 10_000]);
@@ -231,16 +237,14 @@ mod tests {
             "not empty yet: nothing taken"
         );
         assert_eq!(q.queued_bytes(), 30_000);
-        q.write_with(|slices| Ok(slices.iter().map(|s| s.len()).sum()))
-            .unwrap();
+        write_out(&mut q);
         assert!(
             q.refill(|| source.next(), None),
             "written out: the rest taken"
         );
         assert_eq!(q.queued_bytes(), 40_000);
         // Nothing held back: a queue written out takes nothing more on its own.
-        q.write_with(|slices| Ok(slices.iter().map(|s| s.len()).sum()))
-            .unwrap();
+        write_out(&mut q);
         let mut more = std::iter::once(Bytes::from_static(b"later"));
         assert!(!q.refill(|| more.next(), None));
         assert!(q.is_empty());
@@ -252,8 +256,7 @@ mod tests {
         // Held back with the stream's last bytes: written out, the refill finds none.
         let mut last = std::iter::repeat_n(Bytes::from(vec![7u8; 40_000]), 2);
         assert!(q.fill(|| last.next(), None));
-        q.write_with(|slices| Ok(slices.iter().map(|s| s.len()).sum()))
-            .unwrap();
+        write_out(&mut q);
         assert!(!q.refill(|| last.next(), None), "nothing left to take");
     }
 

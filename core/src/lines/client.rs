@@ -226,6 +226,15 @@ mod tests {
         client.handle_read_offering(bytes.len(), take);
     }
 
+    /// Reads `bytes`, lending each line but `declined` (noted in `lent`, taken or not).
+    fn lend(client: &mut LineClient, bytes: &[u8], lent: &mut Vec<Vec<u8>>, declined: &[u8]) {
+        let mut take = Lent(|line: &[u8], _| {
+            lent.push(line.to_vec());
+            line != declined
+        });
+        read(client, bytes, &mut take);
+    }
+
     fn lines(client: &mut LineClient) -> Vec<LineEvent> {
         std::iter::from_fn(|| client.poll_event()).collect()
     }
@@ -236,23 +245,9 @@ mod tests {
         let mut lent = Vec::new();
         // The first line is declined (queued); the second, in the same read, is queued
         // behind it.
-        read(
-            &mut client,
-            b"status\r\ndata1\r\n",
-            &mut Lent(|line: &[u8], _| {
-                lent.push(line.to_vec());
-                line != b"status"
-            }),
-        );
+        lend(&mut client, b"status\r\ndata1\r\n", &mut lent, b"status");
         // A later read, the queue not yet drained: nothing is lent past it.
-        read(
-            &mut client,
-            b"data2\r\n",
-            &mut Lent(|line: &[u8], _| {
-                lent.push(line.to_vec());
-                true
-            }),
-        );
+        lend(&mut client, b"data2\r\n", &mut lent, b"");
         assert_eq!(lent, [b"status".to_vec()]);
         let line = |l: &'static [u8]| LineEvent::Line(Bytes::from_static(l));
         assert_eq!(
@@ -260,14 +255,7 @@ mod tests {
             [line(b"status"), line(b"data1"), line(b"data2")]
         );
         // Drained: lent again.
-        read(
-            &mut client,
-            b"data3\r\n",
-            &mut Lent(|line: &[u8], _| {
-                lent.push(line.to_vec());
-                true
-            }),
-        );
+        lend(&mut client, b"data3\r\n", &mut lent, b"");
         assert_eq!(lent.last().map(Vec::as_slice), Some(&b"data3"[..]));
         assert!(lines(&mut client).is_empty());
     }
