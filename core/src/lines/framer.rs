@@ -222,6 +222,9 @@ mod tests {
             let mut input = b"1234".to_vec();
             input.extend_from_slice(delimiter.as_bytes());
             assert_eq!(lines(&mut f, &input), (vec![b"1234".to_vec()], input.len()));
+            // The content first, its delimiter in a later read.
+            assert_eq!(lines(&mut f, b"1234"), (vec![], 0));
+            assert_eq!(lines(&mut f, &input), (vec![b"1234".to_vec()], input.len()));
             let mut f = LineFramer::new(delimiter, 4);
             assert_eq!(f.take_lines(&input, |line| line == b"1234"), input.len());
         }
