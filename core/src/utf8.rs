@@ -289,11 +289,12 @@ mod tests {
                     if at + gap < len {
                         let mut pair = high.clone();
                         pair[at + gap] = 0x80;
-                        assert!(!is_valid(&pair), "0x80 at {at} and {gap} on of {len}");
-                        assert!(!is_ascii_words(&pair), "0x80 at {at} and {gap} on of {len}");
+                        let what = format!("0x80 at {at} and {gap} bytes on, of {len}");
+                        assert!(!is_valid(&pair), "{what}");
+                        assert!(!is_ascii_words(&pair), "{what}");
                         #[cfg(target_arch = "x86_64")]
                         if len >= VECTOR {
-                            assert!(!is_ascii_vectors(&pair), "0x80 at {at}, {gap} on, of {len}");
+                            assert!(!is_ascii_vectors(&pair), "{what}");
                         }
                     }
                 }
