@@ -684,6 +684,60 @@ mod tests {
     }
 
     #[test]
+    fn a_large_frame_block_is_given_up_when_every_read_after_it_is_lent_whole() {
+        // After the large frame, each read holds whole messages only (a paced stream): the
+        // block is empty before every read, the case the fast path serves. It must still
+        // notice the oversized block and go back to a normal one.
+        const MAX: usize = 16 * 1024;
+        let mut rb = ReadBuffer::new(MAX);
+        rb.read_buf();
+        rb.commit(10);
+        rb.set_frame_hint(1_000_000);
+        let mut left = 1_000_000 - 10;
+        while left > 0 {
+            let n = rb.read_buf().len().min(left);
+            rb.commit(n);
+            left -= n;
+        }
+        rb.discard(1_000_000);
+        rb.set_frame_hint(0);
+        assert!(rb.capacity() >= 1_000_000);
+        for _ in 0..3 {
+            rb.read_buf();
+            rb.commit(200);
+            rb.discard(200);
+        }
+        assert_eq!(
+            rb.capacity(),
+            2 * MAX,
+            "back to a block of twice the read size"
+        );
+    }
+
+    #[test]
+    fn a_frame_within_the_default_limit_gets_its_whole_block_at_once() {
+        // A frame of the default `max_frame_size` (16 MiB): its header is in, its block is
+        // allocated for all of it before the first read of its payload, so the payload is
+        // never copied from a smaller block into a larger one on the way.
+        let frame = 16 * 1024 * 1024 + 14;
+        let mut rb = ReadBuffer::new(256 * 1024);
+        rb.read_buf();
+        rb.commit(14);
+        rb.set_frame_hint(frame);
+        let at = rb.read_buf().as_ptr() as usize;
+        assert!(rb.capacity() >= frame, "{} bytes", rb.capacity());
+        let mut left = frame - 14;
+        while left > 0 {
+            let buf = rb.read_buf();
+            let n = buf.len().min(left);
+            rb.commit(n);
+            left -= n;
+        }
+        assert_eq!(rb.filled().as_ptr() as usize + 14, at, "never moved");
+        assert_eq!(rb.filled().len(), frame);
+    }
+
+    #[test]
     fn a_read_into_a_large_frame_stops_at_its_end() {
         // A sender that always has more, frames of 300 KB (Binance's 24hrTicker array is
         // ~450 KB): a read that starts inside a large frame ends where it ends, so no partial
@@ -732,6 +786,26 @@ mod tests {
             offers.push(at);
             rb.commit(n);
             let lent = rb.filled().len() - 100;
+            rb.discard(lent);
+        }
+        let settled = &offers[16..];
+        assert!(settled.iter().all(|&at| at == settled[0]), "{offers:x?}");
+    }
+
+    #[test]
+    fn a_partial_frame_of_a_few_kb_moves_to_the_front_before_each_read() {
+        // As above with a 10,000-byte partial frame (a depth message cut by the read): it
+        // is copied to the front before every read, so reads keep landing at the same
+        // place rather than walking through the block.
+        let mut rb = ReadBuffer::new(64 * 1024);
+        let mut offers = Vec::new();
+        for i in 0..40 {
+            let buf = rb.read_buf();
+            offers.push(buf.as_ptr() as usize);
+            let n = if i < 15 { buf.len() } else { 12_000 };
+            rb.commit(n);
+            let partial = if i < 15 { 100 } else { 10_000 };
+            let lent = rb.filled().len() - partial;
             rb.discard(lent);
         }
         let settled = &offers[16..];
