@@ -604,6 +604,66 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_partial_frame_stays_put_while_its_block_is_held_and_its_rest_fits() {
+        // Messages cut out and still held by the application: moving the partial frame means
+        // another block. So while the rest of its frame fits in the block's tail, the read
+        // is offered that tail, however short, and the partial stays where it is.
+        let mut rb = ReadBuffer::new(1024);
+        for _ in 0..4 {
+            let n = rb.read_buf().len();
+            rb.commit(n);
+            drop(rb.consume(n));
+        }
+        let mut held = Vec::new();
+        let mut shortest = usize::MAX;
+        for round in 0..6 {
+            let (partial_at, tail) = (rb.filled().as_ptr(), rb.capacity() - rb.filled().len());
+            let offered = rb.read_buf().len();
+            if round > 0 {
+                assert_eq!(rb.filled().as_ptr(), partial_at, "round {round}");
+                assert_eq!(offered, tail.min(1024), "round {round}");
+                shortest = shortest.min(offered);
+            }
+            // 300 bytes: whole frames, then the first 37 bytes of a 100-byte one.
+            rb.commit(offered.min(300));
+            held.push(rb.consume(rb.filled().len() - 37));
+            rb.set_frame_hint(100);
+        }
+        assert!(
+            shortest < 1024,
+            "a tail shorter than a read was offered: {shortest}"
+        );
+    }
+
+    #[test]
+    fn a_large_partial_frame_moves_over_lent_bytes_in_a_held_block() {
+        // One message cut out and held, the rest lent, a 20,000-byte partial frame at the
+        // block's end: the partial moves over the lent bytes, in the block, not to another.
+        let mut rb = ReadBuffer::new(64 * 1024);
+        for _ in 0..8 {
+            let n = rb.read_buf().len();
+            rb.commit(n);
+            drop(rb.consume(n));
+        }
+        for _ in 0..2 {
+            let n = rb.read_buf().len();
+            rb.commit(n);
+        }
+        let held = rb.consume(100);
+        let front = held.as_ptr() as usize + 100;
+        rb.discard(rb.filled().len() - 20_000);
+        let partial = rb.filled().to_vec();
+        rb.set_frame_hint(30_000);
+        rb.read_buf();
+        assert_eq!(
+            rb.filled().as_ptr() as usize,
+            front,
+            "moved to the block's front"
+        );
+        assert_eq!(rb.filled(), &partial[..]);
+    }
+
     /// What the engine does after a read of frames all `frame` bytes long: the complete ones
     /// lent (discarded) or cut out, and the partial one's length announced.
     fn take_whole_frames(rb: &mut ReadBuffer, frame: usize, lend: bool) {
@@ -624,7 +684,7 @@ mod tests {
         // one frame per read (a system call and a move of the partial frame per message).
         const MAX: usize = 64 * 1024;
         for lend in [true, false] {
-            for frame in (700..9_000).step_by(97) {
+            for frame in (700..9_000).step_by(97).chain([20_000, 40_000]) {
                 let mut rb = ReadBuffer::new(MAX);
                 let mut largest = 0;
                 for _ in 0..40 {
@@ -634,6 +694,37 @@ mod tests {
                     take_whole_frames(&mut rb, frame, lend);
                 }
                 assert_eq!(largest, MAX, "frame {frame}, lent {lend}");
+            }
+        }
+    }
+
+    #[test]
+    fn reads_stay_full_sized_whatever_the_length_of_the_partial_line() {
+        // Lines: a partial line's length is unknown until its delimiter arrives. With a
+        // sender that always has more, every read after the ramp is a full one, also when
+        // the partial line is longer than the block's free tail (moving it within the block
+        // would leave room for a short read only: the block grows instead).
+        const MAX: usize = 64 * 1024;
+        for lend in [true, false] {
+            for line in [700, 5_000, 20_000, 40_000, 100_000] {
+                let mut rb = ReadBuffer::new(MAX);
+                let mut offers = Vec::new();
+                for _ in 0..40 {
+                    let offered = rb.read_buf().len();
+                    offers.push(offered);
+                    rb.commit(offered);
+                    let whole = rb.filled().len() / line * line;
+                    if lend {
+                        rb.discard(whole);
+                    } else {
+                        drop(rb.consume(whole));
+                    }
+                    rb.set_unknown_length_hint();
+                }
+                assert!(
+                    offers[7..].iter().all(|&n| n == MAX),
+                    "line {line}, lent {lend}: {offers:?}"
+                );
             }
         }
     }
@@ -717,24 +808,31 @@ mod tests {
     #[test]
     fn a_frame_within_the_default_limit_gets_its_whole_block_at_once() {
         // A frame of the default `max_frame_size` (16 MiB): its header is in, its block is
-        // allocated for all of it before the first read of its payload, so the payload is
-        // never copied from a smaller block into a larger one on the way.
+        // allocated for all of it before the next read, so the payload is never copied from
+        // a smaller block into a larger one on the way. Also when the frame's first 20 KB
+        // end a full-sized read whose frames were lent: the block has room for another read
+        // then, but not for the frame.
         let frame = 16 * 1024 * 1024 + 14;
-        let mut rb = ReadBuffer::new(256 * 1024);
-        rb.read_buf();
-        rb.commit(14);
-        rb.set_frame_hint(frame);
-        let at = rb.read_buf().as_ptr() as usize;
-        assert!(rb.capacity() >= frame, "{} bytes", rb.capacity());
-        let mut left = frame - 14;
-        while left > 0 {
-            let buf = rb.read_buf();
-            let n = buf.len().min(left);
-            rb.commit(n);
-            left -= n;
+        for (reads, partial) in [(1, 14), (12, 20_000)] {
+            let mut rb = ReadBuffer::new(256 * 1024);
+            for _ in 0..reads {
+                let n = rb.read_buf().len();
+                rb.commit(n);
+                rb.discard(rb.filled().len().saturating_sub(partial));
+            }
+            rb.set_frame_hint(frame);
+            let at = rb.read_buf().as_ptr() as usize;
+            assert!(rb.capacity() >= frame, "{} bytes", rb.capacity());
+            let mut left = frame - partial;
+            while left > 0 {
+                let buf = rb.read_buf();
+                let n = buf.len().min(left);
+                rb.commit(n);
+                left -= n;
+            }
+            assert_eq!(rb.filled().as_ptr() as usize + partial, at, "never moved");
+            assert_eq!(rb.filled().len(), frame);
         }
-        assert_eq!(rb.filled().as_ptr() as usize + 14, at, "never moved");
-        assert_eq!(rb.filled().len(), frame);
     }
 
     #[test]
