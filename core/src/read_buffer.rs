@@ -963,11 +963,86 @@ mod tests {
     #[test]
     fn release_when_idle() {
         let mut rb = ReadBuffer::new(1024);
+        assert!(
+            !rb.release_if_empty(),
+            "nothing allocated yet: nothing freed"
+        );
         rb.extend(b"abc");
-        rb.release_if_empty();
+        assert!(!rb.release_if_empty(), "a partial message is buffered");
         assert_eq!(rb.filled(), b"abc");
         rb.consume(3);
-        rb.release_if_empty();
+        assert!(rb.release_if_empty());
         assert_eq!(rb.capacity(), 0);
+        assert!(!rb.release_if_empty(), "freed already");
+    }
+
+    #[test]
+    fn a_block_left_behind_is_retained_until_release() {
+        // A message still held keeps its block: the reader moves to another and keeps the
+        // old one for reuse, counted in `retained` until the buffer is released.
+        let mut rb = ReadBuffer::new(1024);
+        rb.extend(&[b'a'; 1500]);
+        let first_block = rb.capacity();
+        let held = rb.consume(1400);
+        assert_eq!(rb.retained(), 0);
+        rb.extend(&[b'b'; 2000]);
+        // Counted from the end of the message cut out last: the bytes before it are the
+        // application's until it drops them.
+        assert_eq!(
+            rb.retained(),
+            first_block - 1400,
+            "the held block, kept for reuse"
+        );
+        assert_eq!(&held[..], &[b'a'; 1400][..]);
+        rb.consume(rb.filled().len());
+        assert!(rb.release_if_empty());
+        assert_eq!((rb.capacity(), rb.retained()), (0, 0));
+    }
+
+    #[test]
+    fn a_block_up_to_twice_the_size_needed_is_reused() {
+        // Messages cut out and dropped at once. A 3,000-byte frame outgrows the 2 KiB block
+        // and gets one of its own; once it is done, that block (under twice the normal size)
+        // is reused for the frames after it rather than a normal-sized one allocated.
+        let mut rb = ReadBuffer::new(1024);
+        rb.extend(&[b'a'; 10]);
+        rb.set_frame_hint(3000);
+        rb.extend(&[b'a'; 2990]);
+        let block = rb.filled().as_ptr() as usize;
+        drop(rb.consume(3000));
+        rb.set_frame_hint(0);
+        for _ in 0..6 {
+            rb.extend(&[b'b'; 700]);
+            drop(rb.consume(700));
+        }
+        rb.extend(&[b'c'; 700]);
+        assert_eq!(
+            rb.filled().as_ptr() as usize,
+            block,
+            "the large frame's block again"
+        );
+    }
+
+    #[test]
+    fn a_long_line_block_is_given_up_with_a_partial_line_after_it() {
+        // A 1 MB line lent, the read that ends it also bringing the next line's first 100
+        // bytes: those move to a block of normal size, not one sized by the long line.
+        const MAX: usize = 16 * 1024;
+        let mut rb = ReadBuffer::new(MAX);
+        let mut left = 1_000_000;
+        while left > 0 {
+            let n = rb.read_buf().len().min(left);
+            rb.commit(n);
+            left -= n;
+            rb.set_unknown_length_hint();
+        }
+        rb.read_buf()[..100].fill(b'x');
+        rb.commit(100);
+        rb.discard(1_000_000);
+        rb.set_unknown_length_hint();
+        assert!(rb.capacity() >= 1_000_000);
+        rb.read_buf();
+        assert_eq!(rb.capacity(), 2 * MAX, "a block of twice the read size");
+        assert_eq!(rb.filled(), &[b'x'; 100][..]);
     }
 }
