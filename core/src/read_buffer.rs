@@ -1045,4 +1045,33 @@ mod tests {
         assert_eq!(rb.capacity(), 2 * MAX, "a block of twice the read size");
         assert_eq!(rb.filled(), &[b'x'; 100][..]);
     }
+
+    #[test]
+    fn a_retired_block_is_reused_once_its_messages_are_dropped() {
+        // A consumer a few messages behind: two blocks are left behind with messages still
+        // held. Once those are dropped, the next move takes one of them, not a new block.
+        let mut rb = ReadBuffer::new(1024);
+        rb.extend(&[b'a'; 1500]);
+        let held_a = rb.consume(1400);
+        rb.extend(&[b'b'; 2000]);
+        let held_b = rb.consume(rb.filled().len() - 100);
+        let blocks = [held_a.as_ptr() as usize, held_b.as_ptr() as usize];
+        assert!(rb.retained() > 0);
+        drop((held_a, held_b));
+        // Full reads, each message but a 100-byte partial cut out and held, until the
+        // current block runs out and the partial moves.
+        let mut held = Vec::new();
+        for _ in 0..10 {
+            let before = rb.filled().as_ptr() as usize;
+            let n = rb.read_buf().len();
+            let now = rb.filled().as_ptr() as usize;
+            if now != before {
+                assert!(blocks.contains(&now), "{now:x} not one of {blocks:x?}");
+                return;
+            }
+            rb.commit(n);
+            held.push(rb.consume(rb.filled().len() - 100));
+        }
+        panic!("the partial never moved");
+    }
 }
