@@ -408,7 +408,9 @@ impl ReadBuffer {
         };
         fresh.extend_from_slice(&self.buf[..self.filled]);
         let old = std::mem::replace(&mut self.buf, fresh);
-        if old.capacity() > 0 || !old.is_empty() {
+        // A view with no capacity (the block was cut out to its very end) has no bytes of
+        // its own to keep.
+        if old.capacity() > 0 {
             if self.retired.len() == RETIRED_BLOCKS {
                 self.retired.remove(0);
             }
@@ -1048,25 +1050,34 @@ mod tests {
 
     #[test]
     fn a_retired_block_is_reused_once_its_messages_are_dropped() {
-        // A consumer a few messages behind: two blocks are left behind with messages still
-        // held. Once those are dropped, the next move takes one of them, not a new block.
+        // A consumer a few messages behind: blocks are left behind with messages still
+        // held, one of them larger than normal (3,000 bytes, sized for a long line) but
+        // under twice the 2 KiB wanted. Once its messages are dropped, the next move takes
+        // it rather than a new block.
         let mut rb = ReadBuffer::new(1024);
-        rb.extend(&[b'a'; 1500]);
-        let held_a = rb.consume(1400);
-        rb.extend(&[b'b'; 2000]);
-        let held_b = rb.consume(rb.filled().len() - 100);
-        let blocks = [held_a.as_ptr() as usize, held_b.as_ptr() as usize];
+        rb.extend(&[b'a'; 1600]);
+        let held_first = rb.consume(100);
+        rb.set_unknown_length_hint();
+        rb.extend(&[b'a'; 1024]);
+        let line_block = rb.filled().as_ptr() as usize;
+        assert_eq!(rb.capacity(), 3000, "twice the partial line");
+        let held_line = rb.consume(rb.filled().len() - 100);
+        let mut held = Vec::new();
+        for fill in [b'b', b'c'] {
+            rb.set_unknown_length_hint();
+            rb.extend(&[fill; 2000]);
+            held.push(rb.consume(rb.filled().len() - 100));
+        }
         assert!(rb.retained() > 0);
-        drop((held_a, held_b));
+        drop((held_first, held_line));
         // Full reads, each message but a 100-byte partial cut out and held, until the
         // current block runs out and the partial moves.
-        let mut held = Vec::new();
         for _ in 0..10 {
             let before = rb.filled().as_ptr() as usize;
             let n = rb.read_buf().len();
             let now = rb.filled().as_ptr() as usize;
             if now != before {
-                assert!(blocks.contains(&now), "{now:x} not one of {blocks:x?}");
+                assert_eq!(now, line_block, "the long line's block again");
                 return;
             }
             rb.commit(n);
