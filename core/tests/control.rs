@@ -105,12 +105,25 @@ fn pong_is_reported() {
         ws.ping(&[0; 126]),
         Err(SendError::ControlPayloadTooLong(126))
     );
+    ws.ping(&[7; 125]).unwrap();
+    assert_eq!(sent_frames(&mut ws), vec![(true, 0x9, vec![7; 125])]);
 }
 
 #[test]
 fn peer_close_is_echoed_then_closed() {
-    let mut ws = open_client(WsConfig::default());
+    let config = WsConfig {
+        max_frame_size: 4096,
+        ..WsConfig::default()
+    };
+    let mut ws = open_client(config.clone());
+    assert_eq!(ws.config(), &config);
+    assert!(!ws.is_finished(), "open");
     ws.handle_input(&server_frame(true, 8, &close_payload(1001, "going away")));
+    assert_eq!(ws.state(), State::Closed);
+    assert!(
+        !ws.is_finished(),
+        "closed, but the echoed Close is still queued"
+    );
     assert_eq!(
         sent_frames(&mut ws),
         vec![(true, 8, 1001u16.to_be_bytes().to_vec())]
