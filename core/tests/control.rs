@@ -237,8 +237,13 @@ fn close_argument_checks_change_nothing() {
     );
     assert_eq!(ws.state(), State::Open);
     assert!(drain_tx(&mut ws).is_empty());
-    ws.close(4000, "app", now).unwrap();
+    // The longest reason: 123 bytes, a Close payload of 125.
+    let longest = "y".repeat(123);
+    ws.close(4000, &longest, now).unwrap();
     assert_eq!(ws.close(1000, "", now), Err(SendError::NotOpen));
+    let mut payload = 4000u16.to_be_bytes().to_vec();
+    payload.extend_from_slice(longest.as_bytes());
+    assert_eq!(sent_frames(&mut ws), vec![(true, 0x8, payload)]);
 }
 
 #[test]
