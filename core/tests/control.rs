@@ -99,8 +99,11 @@ fn pong_is_reported() {
     let mut ws = open_client(WsConfig::default());
     ws.ping(b"p").unwrap();
     assert_eq!(sent_frames(&mut ws), vec![(true, 0x9, b"p".to_vec())]);
+    assert!(!ws.has_events());
     ws.handle_input(&server_frame(true, 0xA, b"p"));
+    assert!(ws.has_events());
     assert_eq!(events(&mut ws), vec![Event::Pong("p".into())]);
+    assert!(!ws.has_events());
     assert_eq!(
         ws.ping(&[0; 126]),
         Err(SendError::ControlPayloadTooLong(126))
