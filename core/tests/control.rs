@@ -53,6 +53,21 @@ fn pings_are_answered_one_by_one_until_the_pongs_pile_up_then_only_the_latest() 
 }
 
 #[test]
+fn pongs_are_queued_only_while_under_8_kib_unsent() {
+    // 128-byte Pong frames (a 122-byte payload, 2-byte header, 4-byte mask): 64 of them
+    // are 8 KiB exactly, so the 65th Ping's Pong is owed, and only the latest one goes out.
+    let mut ws = open_client(WsConfig::default());
+    let ping = |i: usize| server_frame(true, 9, format!("{i:0>122}").as_bytes());
+    let pings: Vec<u8> = (0..100).flat_map(ping).collect();
+    ws.handle_input(&pings);
+    assert_eq!(ws.queued_bytes(), 8 * 1024);
+    let pongs = sent_frames(&mut ws);
+    assert_eq!(pongs.len(), 65);
+    assert_eq!(pongs[63].2, format!("{:0>122}", 63).as_bytes());
+    assert_eq!(pongs[64].2, format!("{:0>122}", 99).as_bytes());
+}
+
+#[test]
 fn an_owed_pong_goes_out_after_queued_data_and_before_a_close() {
     let mut ws = open_client(WsConfig::default());
     ws.send_text("queued first").unwrap();

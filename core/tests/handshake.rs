@@ -94,6 +94,31 @@ fn refused_upgrade_reports_status_and_body() {
 }
 
 #[test]
+fn a_refusal_body_is_kept_up_to_max_handshake_size_across_reads() {
+    // No Content-Length and a body longer than the cap, arriving in two reads: the body
+    // reported is the first `max_handshake_size` bytes, not a read's worth past them.
+    let config = WsConfig {
+        max_handshake_size: 256,
+        ..WsConfig::default()
+    };
+    let mut ws = WebSocketClient::new(URL, config, SEED).unwrap();
+    drain_tx(&mut ws);
+    let mut first = b"HTTP/1.1 503 Service Unavailable\r\n\r\n".to_vec();
+    first.extend([b'a'; 100]);
+    ws.handle_input(&first);
+    assert!(events(&mut ws).is_empty());
+    ws.handle_input(&[b'b'; 300]);
+    let evs = events(&mut ws);
+    let [Event::Failed(Error::Handshake(HandshakeError::Rejected { body, .. }))] = evs.as_slice()
+    else {
+        panic!("{evs:?}");
+    };
+    assert_eq!(body.len(), 256);
+    assert_eq!(&body[..100], &[b'a'; 100][..]);
+    assert_eq!(&body[100..], &[b'b'; 156][..]);
+}
+
+#[test]
 fn refused_upgrade_without_length_ends_at_eof() {
     let mut ws = WebSocketClient::new(URL, WsConfig::default(), SEED).unwrap();
     drain_tx(&mut ws);
