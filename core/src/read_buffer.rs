@@ -666,6 +666,17 @@ mod tests {
         assert_eq!(rb.filled(), &partial[..]);
     }
 
+    /// Reads `total` bytes in reads as large as offered, as from a sender that always has
+    /// more.
+    fn read_fully(rb: &mut ReadBuffer, total: usize) {
+        let mut left = total;
+        while left > 0 {
+            let n = rb.read_buf().len().min(left);
+            rb.commit(n);
+            left -= n;
+        }
+    }
+
     /// What the engine does after a read of frames all `frame` bytes long: the complete ones
     /// lent (discarded) or cut out, and the partial one's length announced.
     fn take_whole_frames(rb: &mut ReadBuffer, frame: usize, lend: bool) {
@@ -755,14 +766,6 @@ mod tests {
         // around it: its block holds it whole, and once it is done the buffer goes back to
         // a block of normal size rather than keeping the large one for good.
         let mut rb = ReadBuffer::new(16 * 1024);
-        let read_fully = |rb: &mut ReadBuffer, total: usize| {
-            let mut left = total;
-            while left > 0 {
-                let n = rb.read_buf().len().min(left);
-                rb.commit(n);
-                left -= n;
-            }
-        };
         read_fully(&mut rb, 50_000);
         rb.discard(50_000);
         let normal = rb.capacity();
@@ -786,12 +789,7 @@ mod tests {
         rb.read_buf();
         rb.commit(10);
         rb.set_frame_hint(1_000_000);
-        let mut left = 1_000_000 - 10;
-        while left > 0 {
-            let n = rb.read_buf().len().min(left);
-            rb.commit(n);
-            left -= n;
-        }
+        read_fully(&mut rb, 1_000_000 - 10);
         rb.discard(1_000_000);
         rb.set_frame_hint(0);
         assert!(rb.capacity() >= 1_000_000);
@@ -825,13 +823,7 @@ mod tests {
             rb.set_frame_hint(frame);
             let at = rb.read_buf().as_ptr() as usize;
             assert!(rb.capacity() >= frame, "{} bytes", rb.capacity());
-            let mut left = frame - partial;
-            while left > 0 {
-                let buf = rb.read_buf();
-                let n = buf.len().min(left);
-                rb.commit(n);
-                left -= n;
-            }
+            read_fully(&mut rb, frame - partial);
             assert_eq!(rb.filled().as_ptr() as usize + partial, at, "never moved");
             assert_eq!(rb.filled().len(), frame);
         }
@@ -874,42 +866,27 @@ mod tests {
 
     #[test]
     fn reads_after_lent_frames_land_at_the_block_front() {
-        // Reads ramped to full size, then reads of 10,000 bytes (a stream keeping up), all
-        // lent but a 100-byte partial frame: every read lands at the same place, right after
-        // the partial moved to the front, instead of walking through the block.
-        let mut rb = ReadBuffer::new(64 * 1024);
-        let mut offers = Vec::new();
-        for i in 0..40 {
-            let buf = rb.read_buf();
-            let at = buf.as_ptr() as usize;
-            let n = if i < 15 { buf.len() } else { 10_000 };
-            offers.push(at);
-            rb.commit(n);
-            let lent = rb.filled().len() - 100;
-            rb.discard(lent);
+        // Reads ramped to full size, then reads of 10-12 KB (a stream keeping up), all lent
+        // but a partial frame of 100 bytes, or 10,000 (a depth message cut by the read):
+        // the partial is copied to the front before every read, so every read lands at the
+        // same place instead of walking through the block.
+        for (read, partial) in [(10_000, 100), (12_000, 10_000)] {
+            let mut rb = ReadBuffer::new(64 * 1024);
+            let mut offers = Vec::new();
+            for i in 0..40 {
+                let buf = rb.read_buf();
+                offers.push(buf.as_ptr() as usize);
+                let n = if i < 15 { buf.len() } else { read };
+                rb.commit(n);
+                let kept = if i < 15 { 100 } else { partial };
+                rb.discard(rb.filled().len() - kept);
+            }
+            let settled = &offers[16..];
+            assert!(
+                settled.iter().all(|&at| at == settled[0]),
+                "{partial}: {offers:x?}"
+            );
         }
-        let settled = &offers[16..];
-        assert!(settled.iter().all(|&at| at == settled[0]), "{offers:x?}");
-    }
-
-    #[test]
-    fn a_partial_frame_of_a_few_kb_moves_to_the_front_before_each_read() {
-        // As above with a 10,000-byte partial frame (a depth message cut by the read): it
-        // is copied to the front before every read, so reads keep landing at the same
-        // place rather than walking through the block.
-        let mut rb = ReadBuffer::new(64 * 1024);
-        let mut offers = Vec::new();
-        for i in 0..40 {
-            let buf = rb.read_buf();
-            offers.push(buf.as_ptr() as usize);
-            let n = if i < 15 { buf.len() } else { 12_000 };
-            rb.commit(n);
-            let partial = if i < 15 { 100 } else { 10_000 };
-            let lent = rb.filled().len() - partial;
-            rb.discard(lent);
-        }
-        let settled = &offers[16..];
-        assert!(settled.iter().all(|&at| at == settled[0]), "{offers:x?}");
     }
 
     #[test]
