@@ -547,17 +547,26 @@ mod properties {
 
 #[test]
 fn keys_are_matched_whole_whatever_their_length() {
-    // Keys of 0, 1, 8, 9 and 16 bytes, and near misses sharing a first byte or eight bytes.
+    // Keys of 0, 1, 6, 8, 9 and 16 bytes, and near misses sharing a first byte or eight
+    // bytes, or all but the last of six.
     let r = RouteRules {
-        response: ["", "k", "eightkey", "ninekeysx", "sixteenbyteskeys"]
-            .into_iter()
-            .map(feedwire_core::Condition::has_key)
-            .collect(),
+        response: [
+            "",
+            "k",
+            "result",
+            "eightkey",
+            "ninekeysx",
+            "sixteenbyteskeys",
+        ]
+        .into_iter()
+        .map(feedwire_core::Condition::has_key)
+        .collect(),
         ..RouteRules::betfair()
     };
     for hit in [
         r#"{"":1}"#,
         r#"{"x":1,"k":2}"#,
+        r#"{"result":1}"#,
         r#"{"eightkey":1}"#,
         r#"{"ninekeysx":1}"#,
         r#"{"sixteenbyteskeys":1}"#,
@@ -566,6 +575,8 @@ fn keys_are_matched_whole_whatever_their_length() {
     }
     for miss in [
         r#"{"kk":1}"#,
+        r#"{"resulx":1}"#,
+        r#"{"rxsult":1}"#,
         r#"{"eightkez":1}"#,
         r#"{"eightkeyx":1}"#,
         r#"{"ninekeysy":1}"#,
