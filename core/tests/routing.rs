@@ -179,6 +179,10 @@ fn the_first_key_decides_for_data_first_keys() {
         extracted: [None, None, None],
     };
     assert_eq!(class(" { \"e\" :\t\"serverShutdown\" }", &r), shutdown);
+    assert_eq!(
+        class("{ \"stream\" : \"x\", \"result\": null, \"id\": 1 }", &r),
+        DATA
+    );
     assert_eq!(class(r#"{"e":"serverShutdownX"}"#, &r), DATA);
     assert_eq!(
         class(r#"{"streams":1,"result":null,"id":2}"#, &r),
