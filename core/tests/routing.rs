@@ -191,6 +191,24 @@ fn the_first_key_decides_for_data_first_keys() {
 }
 
 #[test]
+fn a_heartbeat_is_judged_on_the_first_key() {
+    // A heartbeat condition on one of `data_first_keys`: decided on that key alone, compact
+    // or spaced, like the shutdown notice.
+    let r = RouteRules {
+        heartbeat: vec![feedwire_core::Condition::equals_str("e", "hb")],
+        ..RouteRules::binance_stream()
+    };
+    let heartbeat = Class::Data {
+        heartbeat: true,
+        shutdown: false,
+        extracted: [None, None, None],
+    };
+    assert_eq!(class(r#"{"e":"hb","E":1}"#, &r), heartbeat);
+    assert_eq!(class(r#"{ "e" : "hb" }"#, &r), heartbeat);
+    assert_eq!(class(r#"{"e":"trade","E":1}"#, &r), DATA);
+}
+
+#[test]
 fn binance_ws_api_preset() {
     let r = RouteRules::binance_ws_api();
     let uuid = "e2a85d9f-07a5-4f94-8d5f-789dc3deb097";
