@@ -568,6 +568,24 @@ mod properties {
 }
 
 #[test]
+fn rules_with_more_keys_than_the_stack_holds_still_classify() {
+    // Twenty keys: their values are kept on the heap rather than the stack (sixteen).
+    let keys: Vec<String> = (0..20).map(|i| format!("key{i}")).collect();
+    let r = RouteRules {
+        response: keys
+            .iter()
+            .map(|k| feedwire_core::Condition::has_key(k))
+            .collect(),
+        ..RouteRules::betfair()
+    };
+    for k in &keys {
+        let hit = format!(r#"{{"x":1,"{k}":2}}"#);
+        assert!(matches!(class(&hit, &r), Class::Response { .. }), "{hit}");
+    }
+    assert!(matches!(class(r#"{"key20":1}"#, &r), Class::Data { .. }));
+}
+
+#[test]
 fn keys_are_matched_whole_whatever_their_length() {
     // Keys of 0, 1, 6, 8, 9 and 16 bytes, and near misses sharing a first byte or eight
     // bytes, or all but the last of six.
