@@ -5,7 +5,7 @@ mod common;
 
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
-use feedwire_core::{StreamConfig, StreamEvent, StreamState};
+use feedwire_core::{DataHandler, DataRef, StreamConfig, StreamEvent, StreamState};
 
 /// Reads `bytes` in one `handle_read_with`; returns what was lent (payload, heartbeat) and
 /// then the events queued, without polling anything before the read.
@@ -342,4 +342,68 @@ fn nothing_read_after_stop_is_delivered_lent_or_queued() {
             "dropped messages are not counted as received"
         );
     }
+}
+
+/// A handler that keeps what it is given: the payloads lent, and the other events.
+#[derive(Default)]
+struct Kept {
+    lent: Vec<String>,
+    events: Vec<StreamEvent>,
+}
+
+impl DataHandler for Kept {
+    fn on_data(&mut self, data: DataRef<'_>) {
+        self.lent
+            .push(String::from_utf8(data.payload.to_vec()).expect("utf8"));
+    }
+    fn on_event(&mut self, event: StreamEvent) {
+        self.events.push(event);
+    }
+}
+
+#[test]
+/// `handle_read_lending` is the adapters' read: lent to the handler when there is one,
+/// queued as events without.
+fn handle_read_lending_lends_to_a_handler_and_queues_without_one() {
+    let mut h = binance();
+    lend(&mut h, &frames(&[r#"{"e":"trade","t":1}"#]));
+    let read = |h: &mut Harness, text: &str, handler: Option<&mut Kept>| {
+        let bytes = frames(&[text]);
+        h.s.read_buf()[..bytes.len()].copy_from_slice(&bytes);
+        h.s.handle_read_lending(bytes.len(), h.now, handler);
+    };
+    let mut kept = Kept::default();
+    read(&mut h, r#"{"e":"trade","t":2}"#, Some(&mut kept));
+    assert_eq!(kept.lent, [r#"{"e":"trade","t":2}"#]);
+    assert!(!h.s.has_events());
+    read(&mut h, r#"{"e":"trade","t":3}"#, None::<&mut Kept>);
+    assert_eq!(kept.lent.len(), 1);
+    let queued = h.s.poll_event().expect("queued");
+    assert_eq!(data_payload(&queued), Some(&br#"{"e":"trade","t":3}"#[..]));
+    kept.deliver(queued);
+    assert_eq!(kept.lent[1], r#"{"e":"trade","t":3}"#);
+    assert!(kept.events.is_empty());
+}
+
+#[test]
+/// A quiet stream's read buffer can be given back between reads, but not while a frame is
+/// half received (its bytes live there) nor when the stream has no connection; whether it
+/// was is the call's answer, and the statistics show it at once.
+fn a_streams_read_buffer_is_released_only_between_whole_frames() {
+    let mut h = binance();
+    let stats = h.s.stats_handle();
+    let frame = frames(&[r#"{"e":"trade","t":1}"#]);
+    let read = |h: &mut Harness, bytes: &[u8]| {
+        h.s.read_buf()[..bytes.len()].copy_from_slice(bytes);
+        h.s.handle_read(bytes.len(), h.now);
+    };
+    read(&mut h, &frame[..5]);
+    assert!(!h.s.release_read_buffer(h.now), "half a frame held");
+    assert!(stats.snapshot(h.now).read_buffer_bytes > 0);
+    read(&mut h, &frame[5..]);
+    assert!(h.s.release_read_buffer(h.now));
+    assert_eq!(stats.snapshot(h.now).read_buffer_bytes, 0);
+    assert!(!h.s.release_read_buffer(h.now), "nothing left to release");
+    h.s.crash("gone", h.now);
+    assert!(!h.s.release_read_buffer(h.now), "no connection");
 }
