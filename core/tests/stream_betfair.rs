@@ -605,3 +605,118 @@ fn a_connection_lost_inside_a_segmented_image_asks_for_a_new_image() {
         "resumes from the whole image's position"
     );
 }
+
+#[test]
+/// A status line without an id once the connection is open (Betfair's notice before it
+/// closes a connection, say) is reported as it is: only the greeting — the first line,
+/// while the stream waits for it — opens the session and sends a login.
+fn a_status_without_an_id_after_the_greeting_is_unsolicited() {
+    let mut h = subscribed();
+    h.take_events();
+    let notice =
+        r#"{"op":"status","statusCode":"FAILURE","errorCode":"TIMEOUT","connectionClosed":true}"#;
+    h.feed_line(notice);
+    assert_eq!(
+        h.take_events(),
+        [StreamEvent::UnsolicitedResponse {
+            id: None,
+            payload: bytes::Bytes::from(notice),
+            is_error: true,
+        }]
+    );
+    assert_eq!(h.sent_lines(), Vec::<String>::new(), "no second login");
+    assert_eq!(h.state(), StreamState::Open);
+}
+
+/// Each login after a reconnect: the events up to and with its answer.
+fn login_after_a_reconnect(h: &mut Harness, auth_id: u64) -> Vec<StreamEvent> {
+    reconnect_to_the_greeting(h);
+    h.feed_line(&format!(
+        r#"{{"op":"status","id":{auth_id},"statusCode":"SUCCESS"}}"#
+    ));
+    h.take_events()
+}
+
+#[test]
+/// After a reconnect's login, `Resubscribed` counts the subscriptions sent again — markets
+/// and orders, two — and a stream with none has nothing to report.
+fn a_reconnect_reports_how_many_subscriptions_went_out_again() {
+    let mut h = subscribed();
+    h.s.subscribe_orders(
+        BetfairSubscription {
+            filter_json: "{}".into(),
+            ..markets()
+        },
+        h.now,
+    )
+    .unwrap();
+    h.pump();
+    assert_eq!(h.sent_lines().len(), 1, "the order subscription");
+    let evs = login_after_a_reconnect(&mut h, 4);
+    let ops: Vec<String> = h
+        .sent_lines()
+        .iter()
+        .map(|l| l.split('"').nth(3).unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        ops,
+        ["authentication", "marketSubscription", "orderSubscription"]
+    );
+    assert!(
+        evs.contains(&StreamEvent::Resubscribed { count: 2 }),
+        "{evs:?}"
+    );
+
+    let mut h = Harness::new(config());
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"002-1"}"#);
+    h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS"}"#);
+    let evs = login_after_a_reconnect(&mut h, 2);
+    assert!(evs.contains(&StreamEvent::Authenticated), "{evs:?}");
+    assert!(
+        !evs.iter()
+            .any(|e| matches!(e, StreamEvent::Resubscribed { .. })),
+        "{evs:?}"
+    );
+}
+
+#[test]
+/// The first-data wait starts with the subscriptions the login sends: a subscribed
+/// connection that gets no data within it is replaced; one with nothing subscribed (it
+/// waits for the application's subscription) is not.
+fn the_first_data_wait_runs_only_for_subscriptions_sent_at_the_login() {
+    let wait = Duration::from_secs(5);
+    let quiet = || {
+        let mut c = config();
+        c.timeouts.first_data = Some(wait);
+        c.timeouts.idle = None;
+        c
+    };
+    let mut h = Harness::new(quiet());
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"002-1"}"#);
+    h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS"}"#);
+    h.take_events();
+    h.advance(wait * 4);
+    assert_eq!(h.take_events(), Vec::<StreamEvent>::new());
+    assert_eq!(h.state(), StreamState::Open);
+
+    let mut h = Harness::new(quiet());
+    h.s.subscribe_markets(markets(), h.now).unwrap();
+    h.connect();
+    h.feed_line(r#"{"op":"connection","connectionId":"002-1"}"#);
+    h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS"}"#);
+    h.take_events();
+    h.advance(wait);
+    let evs = h.take_events();
+    assert!(
+        matches!(
+            evs.first(),
+            Some(StreamEvent::Reconnecting {
+                reason: EndReason::FirstDataTimeout,
+                ..
+            })
+        ),
+        "{evs:?}"
+    );
+}
