@@ -480,6 +480,26 @@ fn streams_named_in_the_url_are_subscribed_ones_across_reconnects() {
         ]
     );
     assert_eq!(h.s.stats_handle().snapshot(h.now).subscriptions, 2);
+    let evs = h.take_events();
+    assert!(
+        evs.contains(&StreamEvent::Resubscribed { count: 1 }),
+        "the SUBSCRIBE: {evs:?}"
+    );
+
+    // Only the URL's streams: a reconnect sends nothing, and has nothing to report.
+    let mut h = open(StreamConfig::binance_stream(url));
+    h.s.handle_eof(h.now);
+    h.pump();
+    h.advance(Duration::from_secs(30));
+    h.open_ws();
+    assert!(h.sent_texts().is_empty());
+    let evs = h.take_events();
+    assert!(evs.contains(&StreamEvent::Opened { reconnected: true }));
+    assert!(
+        !evs.iter()
+            .any(|e| matches!(e, StreamEvent::Resubscribed { .. })),
+        "{evs:?}"
+    );
 
     let mut c = StreamConfig::binance_stream(url);
     c.max_streams = 1;
@@ -862,6 +882,36 @@ fn streams_subscribed_one_by_one_go_out_together_when_pacing_holds_them() {
     });
     assert_eq!(answered, Some(names[204..250].to_vec()));
     assert_eq!(h.s.subscriptions().count(), 298);
+}
+
+/// Streams unsubscribed one call at a time join the UNSUBSCRIBE waiting for the pacing
+/// budget as subscriptions do, and as those only up to 200 streams a request.
+#[test]
+fn streams_unsubscribed_one_by_one_join_up_to_a_requests_worth() {
+    let mut h = open(binance());
+    let names: Vec<String> = (0..250).map(|i| format!("s{i}@trade")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    h.s.subscribe(&refs, h.now).unwrap();
+    h.s.subscribe(&["a@trade"], h.now).unwrap();
+    h.s.subscribe(&["b@trade"], h.now).unwrap();
+    h.pump();
+    assert_eq!(h.sent_texts().len(), 4, "the budget's four");
+    for name in &names {
+        h.s.unsubscribe(&[name], h.now).unwrap();
+    }
+    h.pump();
+    assert_eq!(h.sent_texts().len(), 0);
+    h.advance(Duration::from_secs(1));
+    let sent = h.sent_texts();
+    let counts: Vec<usize> = sent
+        .iter()
+        .map(|t| {
+            assert!(t.starts_with(r#"{"method":"UNSUBSCRIBE""#), "{t}");
+            t.matches("@trade").count()
+        })
+        .collect();
+    assert_eq!(counts, [200, 50]);
+    assert_eq!(h.s.subscriptions().count(), 2);
 }
 
 #[test]
@@ -1675,4 +1725,80 @@ fn data_carries_the_time_of_the_read_that_completed_it() {
         assert_eq!(received.len(), 1, "lend: {lend}");
         assert_eq!(received.pop(), Some(started + Duration::from_millis(5)));
     }
+}
+
+/// A line stream with no Betfair session (a plain CRLF feed) has no probe to send: no
+/// Ping on lines, and no Betfair heartbeat request either. Its silence ends the connection
+/// `probe_answer` after the idle timeout, with nothing written.
+#[test]
+fn a_plain_line_stream_is_not_probed_with_a_betfair_heartbeat() {
+    let mut config = StreamConfig::binance_stream("tcp://127.0.0.1:9");
+    config.timeouts.first_data = None;
+    config.timeouts.idle = Some(Duration::from_secs(5));
+    let answer = config.timeouts.probe_answer;
+    let mut h = Harness::new(config);
+    h.connect();
+    assert_eq!(h.state(), StreamState::Open, "no greeting to wait for");
+    h.feed(b"{\"e\":\"trade\"}\r\n");
+    h.take_events();
+    h.advance(Duration::from_secs(5));
+    assert!(h.sent.is_empty(), "{:?}", h.sent);
+    assert_eq!(h.state(), StreamState::Open);
+    h.advance(answer);
+    let evs = h.take_events();
+    assert!(
+        matches!(
+            evs.first(),
+            Some(StreamEvent::Reconnecting {
+                reason: EndReason::IdleTimeout,
+                ..
+            })
+        ),
+        "{evs:?}"
+    );
+    assert!(h.sent.is_empty(), "{:?}", h.sent);
+}
+
+/// `stop()` and the peer's Close cross: the peer's arrives before the transport wrote ours.
+/// The stream ends at once (the handshake is complete from both sides), and our Close is
+/// still written before the transport disconnects: the peer waits for it.
+#[test]
+fn a_close_crossing_the_peers_is_still_written() {
+    let mut h = subscribed_stream();
+    h.take_commands();
+    h.sent.clear();
+    h.s.stop(h.now);
+    h.feed(&server_frame(true, 8, &1000u16.to_be_bytes()));
+    assert_eq!(h.sent_frames(), vec![(0x8, 1000u16.to_be_bytes().to_vec())]);
+    assert_eq!(
+        h.state(),
+        StreamState::Closed {
+            by: CloseInitiator::Local
+        }
+    );
+    assert_eq!(h.take_commands(), vec![TransportCommand::Disconnect]);
+}
+
+/// Without reconnects a peer's Close ends the stream as closed by the peer, with its code:
+/// a normal end, not a crash.
+#[test]
+fn a_peers_close_ends_a_stream_that_does_not_reconnect_as_closed() {
+    let mut config = binance();
+    config.reconnect.enabled = false;
+    let mut h = open(config);
+    h.take_events();
+    h.feed(&server_frame(true, 8, &1001u16.to_be_bytes()));
+    assert_eq!(
+        h.take_events(),
+        [StreamEvent::Closed {
+            by: CloseInitiator::Remote,
+            code: 1001
+        }]
+    );
+    assert_eq!(
+        h.state(),
+        StreamState::Closed {
+            by: CloseInitiator::Remote
+        }
+    );
 }
