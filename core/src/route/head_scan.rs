@@ -679,6 +679,11 @@ mod tests {
         let got = walked_compact(head, true).expect("compact");
         assert_eq!(got, walked(head, true));
         assert_eq!(got.len(), 5);
+        // A whole object read to its `}`: answered, not left to the general walk.
+        let whole = br#"{"e":"trade","E":1700000000123,"s":"BTCUSDT"}"#;
+        for stop in [false, true] {
+            assert_eq!(walked_compact(whole, stop), Some(walked(whole, stop)));
+        }
         for other in [
             &br#"{ "op":"mcm"}"#[..],
             br#"{"op" :"mcm"}"#,
@@ -731,6 +736,34 @@ mod tests {
                 proptest::prop_assert_eq!(walked(head.as_bytes(), stop), reference);
             }
         }
+    }
+
+    #[test]
+    /// A key with no value (`:` then `,` or `}`) or junk where the colon belongs ends both
+    /// walks at that key, as the reference does: nothing after it is read as a pair.
+    fn a_missing_value_or_colon_ends_the_walk() {
+        let reference =
+            |head: &[u8], stop| -> Vec<_> { TopLevelPairs::with_stop(head, stop).collect() };
+        for head in [
+            &br#"{"a":,"b":1}"#[..],
+            br#"{"a": }"#,
+            br#"{"a":}"#,
+            br#"{"a"x1,"b":2}"#,
+            br#"{"a"x"b","c":2}"#,
+        ] {
+            for stop in [false, true] {
+                let got = walked(head, stop);
+                assert_eq!(got, reference(head, stop));
+                assert!(got.len() <= 1, "{}", String::from_utf8_lossy(head));
+                if let Some(compact) = walked_compact(head, stop) {
+                    assert_eq!(compact, got, "{}", String::from_utf8_lossy(head));
+                }
+            }
+        }
+        assert_eq!(
+            walked(br#"{"a":,"b":1}"#, false),
+            [(2..3, Value::Truncated)]
+        );
     }
 
     #[test]
