@@ -184,7 +184,9 @@ mod tests {
     #[test]
     fn a_lost_request_goes_to_its_caller_as_lost() {
         let mut awaited = AwaitedAnswers::new();
+        assert!(awaited.is_empty());
         awaited.insert(RequestId::Int(3), "lost");
+        assert!(!awaited.is_empty(), "a caller awaits request 3");
         let mut got = Vec::new();
         let lost = StreamEvent::RequestLost {
             id: RequestId::Int(3),
