@@ -739,8 +739,9 @@ mod tests {
     }
 
     #[test]
-    /// A key with no value (`:` then `,` or `}`) or junk where the colon belongs ends both
-    /// walks at that key, as the reference does: nothing after it is read as a pair.
+    /// A key with no value (`:` then `,` or `}`), junk where the colon belongs, or junk
+    /// after a comma ends both walks there, as the reference does: nothing after it is read
+    /// as a pair.
     fn a_missing_value_or_colon_ends_the_walk() {
         let reference =
             |head: &[u8], stop| -> Vec<_> { TopLevelPairs::with_stop(head, stop).collect() };
@@ -750,6 +751,7 @@ mod tests {
             br#"{"a":}"#,
             br#"{"a"x1,"b":2}"#,
             br#"{"a"x"b","c":2}"#,
+            br#"{"a":1,x":2}"#,
         ] {
             for stop in [false, true] {
                 let got = walked(head, stop);
