@@ -10,8 +10,8 @@ use bytes::Bytes;
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
 use feedwire_core::{
-    CloseInitiator, ConfigError, ConnectBudget, EndReason, Error, HandshakeError, RequestId,
-    RequestKind, Stream, StreamConfig, StreamError, StreamEvent, StreamState, Timeouts,
+    CloseInitiator, ConfigError, ConnectBudget, EndReason, Error, HandshakeError, LineError,
+    RequestId, RequestKind, Stream, StreamConfig, StreamError, StreamEvent, StreamState, Timeouts,
     TransportCommand, MAX_EXTRACT_KEYS,
 };
 
@@ -1800,5 +1800,43 @@ fn a_peers_close_ends_a_stream_that_does_not_reconnect_as_closed() {
         StreamState::Closed {
             by: CloseInitiator::Remote
         }
+    );
+}
+
+/// Application binary messages: a WebSocket stream sends them as binary frames; a line stream has no binary framing and says so.
+#[test]
+fn binary_messages_go_out_on_websocket_streams_only() {
+    let mut h = open(binance());
+    h.sent.clear();
+    assert_eq!(h.s.send_binary(&[0, 1, 2, 0xff]), Ok(()));
+    h.pump();
+    assert_eq!(h.sent_frames(), vec![(0x2, vec![0, 1, 2, 0xff])]);
+
+    let mut h = Harness::new(StreamConfig::binance_stream("tcp://127.0.0.1:9"));
+    h.connect();
+    assert_eq!(h.state(), StreamState::Open);
+    assert_eq!(h.s.send_binary(b"x"), Err(StreamError::NotSupported));
+}
+
+/// A line longer than `max_line` ends the connection with that reason (not as if the peer
+/// had simply closed it), and the stream reconnects.
+#[test]
+fn a_line_over_max_line_ends_the_connection_for_that() {
+    let mut config = StreamConfig::binance_stream("tcp://127.0.0.1:9");
+    config.max_line = 1000;
+    let mut h = Harness::new(config);
+    h.connect();
+    h.take_events();
+    h.feed(&[b'x'; 1500]);
+    let evs = h.take_events();
+    assert!(
+        matches!(
+            evs.first(),
+            Some(StreamEvent::Reconnecting {
+                reason: EndReason::Lines(LineError::LineTooLong { max: 1000 }),
+                ..
+            })
+        ),
+        "{evs:?}"
     );
 }
