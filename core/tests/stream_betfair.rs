@@ -720,3 +720,49 @@ fn the_first_data_wait_runs_only_for_subscriptions_sent_at_the_login() {
         "{evs:?}"
     );
 }
+
+#[test]
+/// The order feed keeps its own position, from its `ocm` messages: a reconnect resumes the
+/// order subscription from it, and a refusal of that position asks for a new order image
+/// at once — as for markets.
+fn the_order_feed_resumes_from_its_own_position() {
+    let mut h = subscribed();
+    feed_the_image(&mut h);
+    h.s.subscribe_orders(
+        BetfairSubscription {
+            filter_json: "{}".into(),
+            data_filter_json: None,
+            heartbeat_ms: None,
+            conflate_ms: None,
+        },
+        h.now,
+    )
+    .unwrap();
+    h.pump();
+    assert_eq!(
+        h.sent_lines(),
+        [r#"{"op":"orderSubscription","id":3,"orderFilter":{}}"#]
+    );
+    h.feed_line(
+        r#"{"op":"ocm","id":3,"initialClk":"O1","clk":"OA","ct":"SUB_IMAGE","pt":2,"oc":[]}"#,
+    );
+    h.feed_line(r#"{"op":"ocm","id":3,"clk":"OB","pt":3,"oc":[]}"#);
+    reconnect_to_the_greeting(&mut h);
+    h.feed_line(r#"{"op":"status","id":4,"statusCode":"SUCCESS"}"#);
+    let sent = h.sent_lines();
+    assert!(
+        sent[2].starts_with(r#"{"op":"orderSubscription","id":6,"#)
+            && sent[2].ends_with(r#""initialClk":"O1","clk":"OB"}"#),
+        "{sent:?}"
+    );
+    assert!(
+        sent[1].ends_with(r#""initialClk":"G1Fw","clk":"AAA"}"#),
+        "markets' own"
+    );
+    h.feed_line(r#"{"op":"status","id":6,"statusCode":"FAILURE","errorCode":"INVALID_CLOCK","connectionClosed":false}"#);
+    assert_eq!(
+        h.sent_lines(),
+        [r#"{"op":"orderSubscription","id":7,"orderFilter":{}}"#]
+    );
+    assert_eq!(h.state(), StreamState::Open);
+}
