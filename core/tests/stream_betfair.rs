@@ -639,7 +639,8 @@ fn login_after_a_reconnect(h: &mut Harness, auth_id: u64) -> Vec<StreamEvent> {
 
 #[test]
 /// After a reconnect's login, `Resubscribed` counts the subscriptions sent again — markets
-/// and orders, two — and a stream with none has nothing to report.
+/// and orders, two — and a stream with none has nothing to report. The statistics count
+/// a subscription from the call that sets it, not from the next read.
 fn a_reconnect_reports_how_many_subscriptions_went_out_again() {
     let mut h = subscribed();
     h.s.subscribe_orders(
@@ -652,6 +653,7 @@ fn a_reconnect_reports_how_many_subscriptions_went_out_again() {
     .unwrap();
     h.pump();
     assert_eq!(h.sent_lines().len(), 1, "the order subscription");
+    assert_eq!(h.s.stats_handle().snapshot(h.now).subscriptions, 2);
     let evs = login_after_a_reconnect(&mut h, 4);
     let ops: Vec<String> = h
         .sent_lines()
@@ -668,6 +670,7 @@ fn a_reconnect_reports_how_many_subscriptions_went_out_again() {
     );
 
     let mut h = Harness::new(config());
+    assert_eq!(h.s.stats_handle().snapshot(h.now).subscriptions, 0);
     h.connect();
     h.feed_line(r#"{"op":"connection","connectionId":"002-1"}"#);
     h.feed_line(r#"{"op":"status","id":1,"statusCode":"SUCCESS"}"#);

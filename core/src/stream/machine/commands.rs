@@ -300,11 +300,15 @@ impl Stream {
         self.betfair_subs[feed as usize] = Some(sub.on_one_line());
         self.stats.set_subscriptions(self.betfair_subscriptions());
         self.first_data_spent = false;
-        if matches!(self.state, StreamState::Open) && self.logged_in {
+        let sent = if matches!(self.state, StreamState::Open) && self.logged_in {
             self.arm_first_data(now);
-            self.send_betfair_subscription(feed, now)?;
-        }
-        Ok(())
+            self.send_betfair_subscription(feed, now)
+        } else {
+            Ok(())
+        };
+        // The count is read from other threads (a dashboard): now, not at the next read.
+        self.publish(now);
+        sent
     }
 
     pub(super) fn send_betfair_subscription(
