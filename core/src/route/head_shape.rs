@@ -738,9 +738,13 @@ mod tests {
             assert!(matches!(verdict, Verdict::Data { heartbeat: h, .. } if h == heartbeat));
         }
         // A different head does not fit: another op (its verdict could differ), an extra
-        // space, a longer key, an escaped clock, a number where a composite was.
+        // space, a longer key, an escaped clock, a number where a composite was, another
+        // fixed value past a long literal's sixteenth byte (another id; an image where a
+        // heartbeat was, the same length: it is no heartbeat).
         for other in [
             &br#"{"op":"ocm","id":2,"clk":"A","pt":1,"mc":[]}"#[..],
+            br#"{"op":"mcm","id":3,"clk":"A","pt":1,"mc":[]}"#,
+            br#"{"op":"mcm","id":2,"ct":"SUB_IMAGE","clk":"A","pt":17}"#,
             br#"{"op":"status","id":2,"clk":"A","pt":1,"mc":[]}"#,
             br#"{"op":"mcm","id":2,"clk": "A","pt":1,"mc":[]}"#,
             br#"{"op":"mcm","id":2,"clks":"A","pt":1,"mc":[]}"#,
