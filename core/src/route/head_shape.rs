@@ -691,6 +691,48 @@ mod tests {
         }
     }
 
+    #[test]
+    /// Rules naming more than 64 keys (a shape's key set is one `u64`) learn no shapes:
+    /// every head is walked in full, with the full walk's verdicts. Heads past 64 KiB
+    /// (offsets in a shape are 16-bit) the same.
+    fn rules_beyond_what_a_shape_holds_walk_every_head() {
+        let mut rules = RouteRules::betfair();
+        rules.heartbeat = (0..70)
+            .map(|i| Condition::equals_str(&format!("k{i}"), "beat"))
+            .collect();
+        let classifier = Classifier::new(rules);
+        let mut shapes = HeadShapes::default();
+        for head in [
+            &br#"{"k69":"beat","clk":"A"}"#[..],
+            br#"{"k69":"beat","clk":"B"}"#,
+            br#"{"k3":"calm","clk":"C"}"#,
+        ] {
+            assert_eq!(
+                classifier.verdict_by_shape(head, &mut shapes),
+                classifier.verdict_by_scan(head)
+            );
+            assert_eq!(shapes.verdict(head), None, "nothing learned");
+        }
+        let mut rules = RouteRules::betfair();
+        rules.scan_len = 1 << 17;
+        let classifier = Classifier::new(rules);
+        let mut shapes = HeadShapes::default();
+        let long = |clk: &str| {
+            format!(
+                r#"{{"pad":"{}","op":"mcm","clk":"{clk}"}}"#,
+                "p".repeat(70_000)
+            )
+            .into_bytes()
+        };
+        for head in [long("A"), long("B")] {
+            assert_eq!(
+                classifier.verdict_by_shape(&head, &mut shapes),
+                classifier.verdict_by_scan(&head)
+            );
+            assert_eq!(shapes.verdict(&head), None, "nothing learned");
+        }
+    }
+
     fn delta(clk: &str, pt: u64, mc: &str) -> Vec<u8> {
         format!(r#"{{"op":"mcm","id":2,"clk":"{clk}","pt":{pt},"mc":[{mc}]}}"#).into_bytes()
     }
