@@ -733,6 +733,31 @@ mod tests {
         }
     }
 
+    #[test]
+    /// A key given twice: its first value is the one that counts (the full walk's rule), in
+    /// a shape too — its extracts and conditions, however the second value changes.
+    fn a_repeated_key_counts_once_in_a_shape() {
+        let classifier = Classifier::new(RouteRules::betfair());
+        let mut shapes = HeadShapes::default();
+        for head in [
+            &br#"{"op":"mcm","clk":"AA","ct":"HEARTBEAT","clk":"B","ct":"X","pt":1}"#[..],
+            br#"{"op":"mcm","clk":"CC","ct":"HEARTBEAT","clk":"D","ct":"X","pt":2}"#,
+            br#"{"op":"mcm","clk":"EE","ct":"HEARTBEAT","clk":"FFF","ct":"Y","pt":3}"#,
+        ] {
+            let verdict = classifier.verdict_by_shape(head, &mut shapes);
+            assert_eq!(verdict, classifier.verdict_by_scan(head));
+            let Verdict::Data {
+                heartbeat: true,
+                extracted: [_, _, Some(clk)],
+                ..
+            } = verdict
+            else {
+                panic!("{verdict:?}")
+            };
+            assert_eq!(clk.len(), 2, "the first clk");
+        }
+    }
+
     fn delta(clk: &str, pt: u64, mc: &str) -> Vec<u8> {
         format!(r#"{{"op":"mcm","id":2,"clk":"{clk}","pt":{pt},"mc":[{mc}]}}"#).into_bytes()
     }
