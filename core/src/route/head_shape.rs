@@ -758,6 +758,37 @@ mod tests {
         }
     }
 
+    #[test]
+    /// A head whose walk stops once every rule key has a value is learned up to there: the
+    /// rest of the head may differ in anything, even its length.
+    fn a_shape_ends_where_every_rule_key_was_found() {
+        let classifier = Classifier::new(RouteRules {
+            scan_len: 256,
+            response: Vec::new(),
+            error: Vec::new(),
+            heartbeat: vec![Condition::equals_str("op", "hb")],
+            shutdown: Vec::new(),
+            id_key: "id".to_owned(),
+            extract_keys: vec!["clk".to_owned()],
+            data_first_keys: Vec::new(),
+            stop_at_composite: true,
+        });
+        let mut shapes = HeadShapes::default();
+        let learned = br#"{"op":"x","id":1,"clk":"A","pad":"zzz","n":1}"#;
+        classifier.verdict_by_shape(learned, &mut shapes);
+        for head in [
+            &br#"{"op":"x","id":1,"clk":"BB","pad":"y"}"#[..],
+            br#"{"op":"x","id":1,"clk":"C","rest":[1,2,3],"more":{"a":1}}"#,
+        ] {
+            assert_eq!(
+                shapes.verdict(head).cloned(),
+                Some(classifier.verdict_by_scan(head)),
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+        }
+    }
+
     fn delta(clk: &str, pt: u64, mc: &str) -> Vec<u8> {
         format!(r#"{{"op":"mcm","id":2,"clk":"{clk}","pt":{pt},"mc":[{mc}]}}"#).into_bytes()
     }
