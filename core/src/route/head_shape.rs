@@ -789,6 +789,35 @@ mod tests {
         }
     }
 
+    #[test]
+    /// Extracts in any key order: a clock read from its own value, before a fixed `op`
+    /// found in a later literal, keeps its place.
+    fn extracts_keep_their_places_whatever_the_key_order() {
+        let classifier = Classifier::new(RouteRules::betfair());
+        let mut shapes = HeadShapes::default();
+        for head in [
+            &br#"{"clk":"AAA","op":"mcm","pt":1,"mc":[]}"#[..],
+            br#"{"clk":"B","op":"mcm","pt":22,"mc":[]}"#,
+            br#"{"clk":"CCCC","op":"mcm","pt":333,"mc":[]}"#,
+        ] {
+            let verdict = classifier.verdict_by_shape(head, &mut shapes);
+            assert_eq!(
+                verdict,
+                classifier.verdict_by_scan(head),
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+            let Verdict::Data {
+                extracted: [Some(op), _, Some(clk)],
+                ..
+            } = verdict
+            else {
+                panic!("{verdict:?}")
+            };
+            assert_eq!((&head[op], head[clk.start - 1]), (&b"mcm"[..], b'"'));
+        }
+    }
+
     fn delta(clk: &str, pt: u64, mc: &str) -> Vec<u8> {
         format!(r#"{{"op":"mcm","id":2,"clk":"{clk}","pt":{pt},"mc":[{mc}]}}"#).into_bytes()
     }
