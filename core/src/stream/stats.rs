@@ -484,6 +484,15 @@ mod tests {
         stats.publish(base + Duration::from_millis(70), 4, 0);
         let s = stats.handle().snapshot(base + Duration::from_millis(70));
         assert_eq!((s.state, s.read_buffer_bytes), (4, 0));
+        // The state alone changing shows too.
+        stats.publish(base + Duration::from_millis(71), 5, 0);
+        assert_eq!(stats.handle().snapshot(base).state, 5);
+        // A receive published later than it happened keeps its own time.
+        let received = base + Duration::from_millis(80);
+        stats.set_last_receive(received);
+        stats.publish(base + Duration::from_millis(95), 5, 0);
+        let s = stats.handle().snapshot(base + Duration::from_millis(95));
+        assert_eq!(s.last_receive, Some(received));
     }
 
     proptest::proptest! {
