@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::harness::Harness;
+use common::harness::{reconnect_reason, Harness};
 use feedwire_core::{
     BetfairAuth, BetfairSubscription, EndReason, RequestId, StreamConfig, StreamEvent, StreamState,
     TransportCommand,
@@ -24,6 +24,16 @@ fn markets() -> BetfairSubscription {
         filter_json: r#"{"marketIds":["1.2345"]}"#.into(),
         data_filter_json: Some(r#"{"fields":["EX_BEST_OFFERS"]}"#.into()),
         heartbeat_ms: Some(5000),
+        conflate_ms: None,
+    }
+}
+
+/// Every order, no data filter: the order subscription the tests set.
+fn orders() -> BetfairSubscription {
+    BetfairSubscription {
+        filter_json: "{}".into(),
+        data_filter_json: None,
+        heartbeat_ms: None,
         conflate_ms: None,
     }
 }
@@ -376,14 +386,7 @@ fn a_subscription_set_before_the_login_is_answered_goes_out_once_after_it() {
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert!(sent[0].starts_with(r#"{"op":"marketSubscription","id":2,"#));
     // Once logged in, a new subscription goes out at once.
-    h.s.subscribe_orders(
-        BetfairSubscription {
-            filter_json: "{}".into(),
-            ..markets()
-        },
-        h.now,
-    )
-    .unwrap();
+    h.s.subscribe_orders(orders(), h.now).unwrap();
     h.pump();
     let sent = h.sent_lines();
     assert_eq!(sent.len(), 1, "{sent:?}");
@@ -643,14 +646,7 @@ fn login_after_a_reconnect(h: &mut Harness, auth_id: u64) -> Vec<StreamEvent> {
 /// a subscription from the call that sets it, not from the next read.
 fn a_reconnect_reports_how_many_subscriptions_went_out_again() {
     let mut h = subscribed();
-    h.s.subscribe_orders(
-        BetfairSubscription {
-            filter_json: "{}".into(),
-            ..markets()
-        },
-        h.now,
-    )
-    .unwrap();
+    h.s.subscribe_orders(orders(), h.now).unwrap();
     h.pump();
     assert_eq!(h.sent_lines().len(), 1, "the order subscription");
     assert_eq!(h.s.stats_handle().snapshot(h.now).subscriptions, 2);
@@ -713,13 +709,7 @@ fn the_first_data_wait_runs_only_for_subscriptions_sent_at_the_login() {
     h.advance(wait);
     let evs = h.take_events();
     assert!(
-        matches!(
-            evs.first(),
-            Some(StreamEvent::Reconnecting {
-                reason: EndReason::FirstDataTimeout,
-                ..
-            })
-        ),
+        matches!(reconnect_reason(&evs), Some(EndReason::FirstDataTimeout)),
         "{evs:?}"
     );
 }
@@ -731,16 +721,7 @@ fn the_first_data_wait_runs_only_for_subscriptions_sent_at_the_login() {
 fn the_order_feed_resumes_from_its_own_position() {
     let mut h = subscribed();
     feed_the_image(&mut h);
-    h.s.subscribe_orders(
-        BetfairSubscription {
-            filter_json: "{}".into(),
-            data_filter_json: None,
-            heartbeat_ms: None,
-            conflate_ms: None,
-        },
-        h.now,
-    )
-    .unwrap();
+    h.s.subscribe_orders(orders(), h.now).unwrap();
     h.pump();
     assert_eq!(
         h.sent_lines(),

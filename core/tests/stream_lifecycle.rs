@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use common::harness::Harness;
+use common::harness::{reconnect_reason, Harness};
 use feedwire_core::testing::server_frame;
 use feedwire_core::{
     CloseInitiator, ConfigError, ConnectBudget, EndReason, Error, HandshakeError, LineError,
@@ -1747,13 +1747,7 @@ fn a_plain_line_stream_is_not_probed_with_a_betfair_heartbeat() {
     h.advance(answer);
     let evs = h.take_events();
     assert!(
-        matches!(
-            evs.first(),
-            Some(StreamEvent::Reconnecting {
-                reason: EndReason::IdleTimeout,
-                ..
-            })
-        ),
+        matches!(reconnect_reason(&evs), Some(EndReason::IdleTimeout)),
         "{evs:?}"
     );
     assert!(h.sent.is_empty(), "{:?}", h.sent);
@@ -1831,11 +1825,8 @@ fn a_line_over_max_line_ends_the_connection_for_that() {
     let evs = h.take_events();
     assert!(
         matches!(
-            evs.first(),
-            Some(StreamEvent::Reconnecting {
-                reason: EndReason::Lines(LineError::LineTooLong { max: 1000 }),
-                ..
-            })
+            reconnect_reason(&evs),
+            Some(EndReason::Lines(LineError::LineTooLong { max: 1000 }))
         ),
         "{evs:?}"
     );

@@ -198,6 +198,14 @@ impl Harness {
     }
 }
 
+/// Why the first event of `events` reconnects, if it is a `Reconnecting`.
+pub fn reconnect_reason(events: &[StreamEvent]) -> Option<&feedwire_core::EndReason> {
+    match events.first() {
+        Some(StreamEvent::Reconnecting { reason, .. }) => Some(reason),
+        _ => None,
+    }
+}
+
 /// Connects (TCP up) and lets the connect timeout pass without an answer: the stream must
 /// give up on this connection and schedule a reconnect for that reason.
 pub fn assert_connect_times_out(config: feedwire_core::StreamConfig) {
@@ -209,11 +217,8 @@ pub fn assert_connect_times_out(config: feedwire_core::StreamConfig) {
     let evs = h.take_events();
     assert!(
         matches!(
-            evs.first(),
-            Some(StreamEvent::Reconnecting {
-                reason: feedwire_core::EndReason::ConnectTimeout,
-                ..
-            })
+            reconnect_reason(&evs),
+            Some(feedwire_core::EndReason::ConnectTimeout)
         ),
         "{evs:?}"
     );
