@@ -125,6 +125,8 @@ mod tests {
         );
         let e = Endpoint::parse("wss://example.com:443/ws").unwrap();
         assert_eq!(e.host_header, "example.com");
+        let tls = [Scheme::Ws, Scheme::Wss, Scheme::Tcp, Scheme::Tls].map(Scheme::is_tls);
+        assert_eq!(tls, [false, true, false, true]);
     }
 
     #[test]
