@@ -665,3 +665,27 @@ fn a_quiet_session_holds_little_besides_its_ciphertext_buffer() {
         );
     }
 }
+
+/// A sink of the application's own that leaves `accepts_input` as it is takes input: `feed`
+/// hands it every byte, in pieces no larger than its `read_buf`.
+#[test]
+fn a_sink_with_the_default_accepts_input_takes_every_byte() {
+    struct Plain {
+        space: [u8; 4],
+        bytes: Vec<u8>,
+    }
+    impl PlaintextSink for Plain {
+        fn read_buf(&mut self) -> &mut [u8] {
+            &mut self.space
+        }
+        fn handle_read(&mut self, n: usize) {
+            self.bytes.extend_from_slice(&self.space[..n]);
+        }
+    }
+    let mut sink = Plain {
+        space: [0; 4],
+        bytes: Vec::new(),
+    };
+    assert_eq!(sink.feed(b"hello world"), 11);
+    assert_eq!(sink.bytes, b"hello world");
+}
