@@ -366,6 +366,12 @@ fn plaintext_that_arrives_before_the_stream_accepts_waits_for_flush() {
     let mut sink = Collect::default();
     deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
     assert!(sink.bytes.is_empty());
+    let ciphertext_buffer = 64 * 1024 + 5 + (1 << 14) + 2048;
+    let held = tls.buffer_capacity();
+    assert!(
+        held >= ciphertext_buffer + 40_000,
+        "held plaintext counts: {held}"
+    );
     sink.accepting = true;
     tls.flush_plaintext(&mut sink).unwrap();
     assert_eq!(sink.bytes, early);
@@ -395,8 +401,13 @@ fn writes_during_the_handshake_go_out_after_it_in_order() {
     let (roots, server_config) = test_pki(&["localhost"]);
     let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
     let mut server = ServerConnection::new(server_config).unwrap();
+    let before = tls.buffer_capacity();
     tls.write_plaintext(b"first ");
     tls.write_plaintext(b"second");
+    assert!(
+        tls.buffer_capacity() >= before + 12,
+        "plaintext waiting for the handshake counts"
+    );
     let received = pump(&mut tls, &mut server, &mut Collect::default()).unwrap();
     assert!(!tls.is_handshaking());
     assert_eq!(received, b"first second");
