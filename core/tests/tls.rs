@@ -423,6 +423,7 @@ fn writes_during_the_handshake_go_out_after_it_in_order() {
 #[test]
 fn bytes_after_close_notify_are_dropped_and_reading_goes_on() {
     let (mut tls, mut server) = connected();
+    assert!(!tls.is_closed_by_peer());
     server.writer().write_all(b"last words").unwrap();
     server.send_close_notify();
     let mut sink = Collect {
