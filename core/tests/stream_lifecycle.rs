@@ -1797,7 +1797,8 @@ fn a_peers_close_ends_a_stream_that_does_not_reconnect_as_closed() {
     );
 }
 
-/// Application binary messages: a WebSocket stream sends them as binary frames; a line stream has no binary framing and says so.
+/// Application binary messages: a WebSocket stream sends them as binary frames; a line
+/// stream has no binary framing and says so.
 #[test]
 fn binary_messages_go_out_on_websocket_streams_only() {
     let mut h = open(binance());

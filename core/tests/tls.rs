@@ -354,6 +354,9 @@ fn server_output(server: &mut ServerConnection) -> Vec<u8> {
 }
 
 /// A deterministic text of `len` bytes.
+/// A session's ciphertext buffer, bytes: a read's 64 KiB and one whole TLS record.
+const CIPHERTEXT_BUFFER: usize = 64 * 1024 + 5 + (1 << 14) + 2048;
+
 fn text(len: usize) -> Vec<u8> {
     (0..len).map(|i| b'a' + (i % 23) as u8).collect()
 }
@@ -366,10 +369,9 @@ fn plaintext_that_arrives_before_the_stream_accepts_waits_for_flush() {
     let mut sink = Collect::default();
     deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
     assert!(sink.bytes.is_empty());
-    let ciphertext_buffer = 64 * 1024 + 5 + (1 << 14) + 2048;
     let held = tls.buffer_capacity();
     assert!(
-        held >= ciphertext_buffer + 40_000,
+        held >= CIPHERTEXT_BUFFER + 40_000,
         "held plaintext counts: {held}"
     );
     sink.accepting = true;
@@ -654,8 +656,9 @@ fn key_update_requests_from_the_server_queue_one_answer_not_one_each() {
 }
 
 /// After the handshake, a quiet session holds its ciphertext buffer and next to nothing
-/// else (`buffer_capacity` counts it, and what waits to be sent): encoding the handshake's records no longer leaves a record's worth of zeroed room
-/// (18.7 KiB per record) behind in the outbox — measured 57 → 28 KB an idle TLS connection.
+/// else (`buffer_capacity` counts it, and what waits to be sent): encoding the handshake's
+/// records no longer leaves a record's worth of zeroed room (18.7 KiB per record) behind in
+/// the outbox — measured 57 → 28 KB an idle TLS connection.
 #[test]
 fn a_quiet_session_holds_little_besides_its_ciphertext_buffer() {
     let (mut tls, mut server) = connected();
@@ -669,18 +672,17 @@ fn a_quiet_session_holds_little_besides_its_ciphertext_buffer() {
     assert_eq!(pump(&mut tls, &mut server, &mut sink).unwrap().len(), 6);
     server.writer().write_all(b"{\"e\":\"trade\"}").unwrap();
     deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
-    let ciphertext_buffer = 64 * 1024 + 5 + (1 << 14) + 2048;
     for held in [fresh, tls.buffer_capacity()] {
         assert!(
-            (ciphertext_buffer..=ciphertext_buffer + 1024).contains(&held),
-            "{held} bytes held, the ciphertext buffer being {ciphertext_buffer}"
+            (CIPHERTEXT_BUFFER..=CIPHERTEXT_BUFFER + 1024).contains(&held),
+            "{held} bytes held, the ciphertext buffer being {CIPHERTEXT_BUFFER}"
         );
     }
     // 100 KB written and not yet taken by the transport: counted, as ciphertext waiting.
     tls.write_plaintext(&[b'x'; 100_000]);
     let waiting = tls.buffer_capacity();
     assert!(
-        (ciphertext_buffer + 100_000..ciphertext_buffer + 300_000).contains(&waiting),
+        (CIPHERTEXT_BUFFER + 100_000..CIPHERTEXT_BUFFER + 300_000).contains(&waiting),
         "{waiting}"
     );
 }
