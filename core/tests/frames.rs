@@ -237,6 +237,11 @@ fn a_read_size_past_a_gibibyte_is_a_typed_error() {
         WebSocketClient::new("ws://127.0.0.1:1/", config, [0; 32]),
         Err(ConfigError::LimitTooLarge { name: "max_read_size", max }) if max == 1 << 30
     ));
+    let at_limit = WsConfig {
+        max_read_size: 1 << 30,
+        ..WsConfig::default()
+    };
+    assert!(WebSocketClient::new("ws://127.0.0.1:1/", at_limit, [0; 32]).is_ok());
 }
 
 #[test]

@@ -178,6 +178,101 @@ fn every_split_of_the_head_opens_once() {
     }
 }
 
+/// Header names and subprotocols are RFC 9110 tokens, header values carry no CR, LF or NUL:
+/// what the request writes is exactly what the application gave, never a second header.
+#[test]
+fn config_accepts_tokens_and_refuses_everything_else() {
+    let good = WsConfig {
+        subprotocols: vec!["json".into(), "v2.bin".into(), "a!#$%&'*+-^_`|~9".into()],
+        extra_headers: vec![("X-MBX-APIKEY".into(), "k3y with spaces".into())],
+        ..WsConfig::default()
+    };
+    let mut ws = WebSocketClient::new(URL, good, SEED).unwrap();
+    let req = String::from_utf8(drain_tx(&mut ws)).unwrap();
+    assert!(
+        req.contains("\r\nSec-WebSocket-Protocol: json, v2.bin, a!#$%&'*+-^_`|~9\r\n"),
+        "{req}"
+    );
+    assert!(
+        req.contains("\r\nX-MBX-APIKEY: k3y with spaces\r\n"),
+        "{req}"
+    );
+
+    for name in ["", "X Key", "X:Key", "X\r\nEvil", "Ключ", "X(1)", "X\"Y"] {
+        let config = WsConfig {
+            extra_headers: vec![(name.into(), "v".into())],
+            ..WsConfig::default()
+        };
+        assert_eq!(
+            WebSocketClient::new(URL, config, SEED).unwrap_err(),
+            ConfigError::InvalidHeader(name.into()),
+            "header name {name:?}"
+        );
+    }
+    for value in ["a\rb", "a\nb", "a\0b"] {
+        let config = WsConfig {
+            extra_headers: vec![("X-Key".into(), value.into())],
+            ..WsConfig::default()
+        };
+        assert_eq!(
+            WebSocketClient::new(URL, config, SEED).unwrap_err(),
+            ConfigError::InvalidHeader("X-Key".into()),
+            "header value {value:?}"
+        );
+    }
+    for bad in ["", "json v2", "json,v2", "json;q=1", "é"] {
+        let config = WsConfig {
+            subprotocols: vec!["json".into(), bad.into()],
+            ..WsConfig::default()
+        };
+        assert_eq!(
+            WebSocketClient::new(URL, config, SEED).unwrap_err(),
+            ConfigError::InvalidSubprotocol(bad.into()),
+            "subprotocol {bad:?}"
+        );
+    }
+}
+
+/// Every limit of zero is refused by name (a zero limit would refuse every frame, or loop
+/// on empty reads).
+#[test]
+fn every_zero_limit_is_named() {
+    let zero = |f: fn(&mut WsConfig)| {
+        let mut config = WsConfig::default();
+        f(&mut config);
+        WebSocketClient::new(URL, config, SEED).unwrap_err()
+    };
+    assert_eq!(
+        zero(|c| c.max_read_size = 0),
+        ConfigError::ZeroLimit("max_read_size")
+    );
+    assert_eq!(
+        zero(|c| c.max_frame_size = 0),
+        ConfigError::ZeroLimit("max_frame_size")
+    );
+    assert_eq!(
+        zero(|c| c.max_message_size = 0),
+        ConfigError::ZeroLimit("max_message_size")
+    );
+    assert_eq!(
+        zero(|c| c.max_handshake_size = 0),
+        ConfigError::ZeroLimit("max_handshake_size")
+    );
+    assert_eq!(
+        zero(|c| c.fragment_size = Some(0)),
+        ConfigError::ZeroLimit("fragment_size")
+    );
+    let one = WsConfig {
+        max_read_size: 1,
+        max_frame_size: 1,
+        max_message_size: 1,
+        max_handshake_size: 1,
+        fragment_size: Some(1),
+        ..WsConfig::default()
+    };
+    assert!(WebSocketClient::new(URL, one, SEED).is_ok());
+}
+
 #[test]
 fn config_errors_are_typed() {
     let bad_header = WsConfig {
