@@ -36,3 +36,32 @@ impl MaskRng {
         self.0.fill_bytes(out);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two seeds from the OS differ (a fixed seed would make every connection's mask keys
+    /// predictable, which RFC 6455 §10.3 forbids); the chance of an honest collision is 2^-256.
+    #[test]
+    fn os_seeds_are_fresh() {
+        let (a, b) = (os_seed(), os_seed());
+        assert_ne!(a, b);
+        assert_ne!(a, [0; 32]);
+    }
+
+    /// One seed gives one sequence (tests rely on it); another seed another.
+    #[test]
+    fn a_seed_fixes_the_sequence() {
+        let keys = |seed| {
+            let mut rng = MaskRng::from_seed(seed);
+            let mut nonce = [0u8; 16];
+            rng.fill(&mut nonce);
+            (nonce, rng.mask_key(), rng.mask_key())
+        };
+        assert_eq!(keys([7; 32]), keys([7; 32]));
+        assert_ne!(keys([7; 32]), keys([8; 32]));
+        let (_, k1, k2) = keys([7; 32]);
+        assert_ne!(k1, k2);
+    }
+}
