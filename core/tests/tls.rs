@@ -570,7 +570,11 @@ fn a_certificate_larger_than_a_record_verifies_in_small_reads() {
             }
         }
         for piece in server_output(&mut server).chunks(1000) {
-            tls.read_buf()[..piece.len()].copy_from_slice(piece);
+            let room = tls.read_buf();
+            // The promise to transports: every read gets 64 KiB of room, a long handshake
+            // message waiting in the buffer or not.
+            assert!(room.len() >= 64 * 1024, "{} bytes of room", room.len());
+            room[..piece.len()].copy_from_slice(piece);
             tls.handle_read(piece.len(), &mut sink).unwrap();
         }
         if !tls.is_handshaking() {
