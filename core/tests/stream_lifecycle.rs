@@ -1813,6 +1813,25 @@ fn binary_messages_go_out_on_websocket_streams_only() {
     assert_eq!(h.s.send_binary(b"x"), Err(StreamError::NotSupported));
 }
 
+/// By default a line may be as long as 16 MiB: a Betfair image of a busy event runs to
+/// megabytes on one line.
+#[test]
+fn a_line_of_megabytes_passes_by_default() {
+    let mut h = Harness::new(StreamConfig::binance_stream("tcp://127.0.0.1:9"));
+    h.connect();
+    h.take_events();
+    let mut line = vec![b'x'; 4 << 20];
+    line.extend_from_slice(b"\r\n");
+    h.feed(&line);
+    let evs = h.take_events();
+    assert!(
+        matches!(evs.as_slice(), [StreamEvent::Data { payload, .. }] if payload.len() == 4 << 20),
+        "{} events",
+        evs.len()
+    );
+    assert_eq!(h.state(), StreamState::Open);
+}
+
 /// A line longer than `max_line` ends the connection with that reason (not as if the peer
 /// had simply closed it), and the stream reconnects.
 #[test]
