@@ -3,6 +3,9 @@
 
 mod common;
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
 use feedwire_core::{DataHandler, DataRef, StreamConfig, StreamEvent, StreamState};
@@ -361,6 +364,18 @@ impl DataHandler for Kept {
     }
 }
 
+/// A [`Kept`] the test still sees after boxing the handler.
+struct SharedKept(Rc<RefCell<Kept>>);
+
+impl DataHandler for SharedKept {
+    fn on_data(&mut self, data: DataRef<'_>) {
+        self.0.borrow_mut().on_data(data);
+    }
+    fn on_event(&mut self, event: StreamEvent) {
+        self.0.borrow_mut().on_event(event);
+    }
+}
+
 #[test]
 /// `handle_read_lending` is the adapters' read: lent to the handler when there is one,
 /// queued as events without.
@@ -383,6 +398,23 @@ fn handle_read_lending_lends_to_a_handler_and_queues_without_one() {
     kept.deliver(queued);
     assert_eq!(kept.lent[1], r#"{"e":"trade","t":3}"#);
     assert!(kept.events.is_empty());
+
+    // A boxed handler (what an adapter holding handlers of several types keeps) forwards
+    // data, events and deliveries to the handler inside.
+    let shared = Rc::new(RefCell::new(Kept::default()));
+    let mut boxed: Box<dyn DataHandler> = Box::new(SharedKept(Rc::clone(&shared)));
+    let bytes = frames(&[r#"{"e":"trade","t":4}"#]);
+    h.s.read_buf()[..bytes.len()].copy_from_slice(&bytes);
+    h.s.handle_read_lending(bytes.len(), h.now, Some(&mut boxed));
+    boxed.on_event(StreamEvent::Resubscribed { count: 1 });
+    boxed.deliver(StreamEvent::Data {
+        payload: bytes::Bytes::from_static(b"{}"),
+        heartbeat: false,
+        received: h.now,
+    });
+    let inner = shared.borrow();
+    assert_eq!(inner.lent, [r#"{"e":"trade","t":4}"#, "{}"]);
+    assert_eq!(inner.events, [StreamEvent::Resubscribed { count: 1 }]);
 }
 
 #[test]
