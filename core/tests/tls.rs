@@ -452,6 +452,26 @@ fn bytes_after_close_notify_are_dropped_and_reading_goes_on() {
     assert_eq!(tls.handle_eof(&mut sink), Ok(()));
 }
 
+/// Our close_notify first, the peer's after: rustls reports the session closed both ways
+/// (not only "peer closed"), which is still a clean end; the peer's last data arrives.
+#[test]
+fn a_close_we_started_ends_cleanly_when_the_peer_answers() {
+    let (mut tls, mut server) = connected();
+    tls.send_close_notify();
+    let mut sink = Collect {
+        accepting: true,
+        ..Collect::default()
+    };
+    pump(&mut tls, &mut server, &mut sink).unwrap();
+    assert!(!tls.is_closed_by_peer());
+    server.writer().write_all(b"bye").unwrap();
+    server.send_close_notify();
+    deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
+    assert_eq!(sink.bytes, b"bye");
+    assert!(tls.is_closed_by_peer());
+    assert_eq!(tls.handle_eof(&mut sink), Ok(()));
+}
+
 #[test]
 fn small_records_reach_the_sink_in_full_reads() {
     // A server writing message by message: a 100-byte record per message.
