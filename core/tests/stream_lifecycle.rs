@@ -767,6 +767,23 @@ fn lifetime_limit_leads_to_a_planned_reconnect() {
     )));
 }
 
+/// Binance ends every connection after 24 h, the WebSocket API's as well as the streams':
+/// both presets plan their reconnect within 10 minutes before that; Betfair has no limit.
+#[test]
+fn binance_presets_reconnect_before_the_24_hour_limit() {
+    let limit = Some(Duration::from_secs(23 * 3600 + 50 * 60));
+    assert_eq!(binance().timeouts.max_lifetime, limit);
+    let api = StreamConfig::binance_ws_api("wss://ws-api.binance.com:443/ws-api/v3");
+    assert_eq!(api.timeouts.max_lifetime, limit);
+    assert_eq!(api.timeouts.first_data, None, "request/response only");
+    let auth = feedwire_core::BetfairAuth {
+        app_key: "app".into(),
+        session: "token".into(),
+    };
+    let betfair = StreamConfig::betfair("tls://stream-api.betfair.com:443", auth);
+    assert_eq!(betfair.timeouts.max_lifetime, None);
+}
+
 /// The connection's age comes while the transport holds its reads for the application: the
 /// planned reconnect waits for the reads to go on — its Close would otherwise time out
 /// behind them, and the connection go with the messages they hold.
