@@ -353,10 +353,10 @@ fn server_output(server: &mut ServerConnection) -> Vec<u8> {
     out
 }
 
-/// A deterministic text of `len` bytes.
 /// A session's ciphertext buffer, bytes: a read's 64 KiB and one whole TLS record.
 const CIPHERTEXT_BUFFER: usize = 64 * 1024 + 5 + (1 << 14) + 2048;
 
+/// A deterministic text of `len` bytes.
 fn text(len: usize) -> Vec<u8> {
     (0..len).map(|i| b'a' + (i % 23) as u8).collect()
 }
@@ -396,6 +396,16 @@ fn plaintext_nobody_takes_is_bounded() {
         &mut Collect::default(),
     );
     assert_eq!(outcome, Err(TlsError::PlaintextNotTaken));
+
+    // Exactly the limit is held, and reaches the sink once it takes input.
+    let (mut tls, mut server) = connected();
+    let at_limit = text(feedwire_core::HELD_PLAINTEXT_LIMIT);
+    server.writer().write_all(&at_limit).unwrap();
+    let mut sink = Collect::default();
+    deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
+    sink.accepting = true;
+    tls.flush_plaintext(&mut sink).unwrap();
+    assert!(sink.bytes == at_limit);
 }
 
 #[test]
