@@ -13,7 +13,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use feedwire_core::{DataHandler, DataRef, StreamConfig, StreamEvent};
-use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
+use feedwire_replay::{ReplayConfig, ReplayServer, Scenario, TestPki};
 use feedwire_tests::scenarios::accept_upgrade;
 use feedwire_tokio::{drive_lending, TokioOptions};
 
@@ -462,4 +462,68 @@ fn a_stop_right_before_the_runtime_ends_still_sends_the_close() {
             "after {last}"
         );
     }
+}
+
+/// The same over TLS: the Close, then the close_notify after it — two writes of the
+/// dropped task's; the server reads a clean end, not a connection cut short.
+#[test]
+fn a_stop_right_before_the_runtime_ends_closes_tls_cleanly() {
+    let pki = TestPki::generate().expect("test CA");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server_config = pki.server_config();
+    let server = thread::spawn(move || {
+        let (sock, _) = listener.accept().expect("accept");
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let conn = feedwire_core::rustls::ServerConnection::new(server_config).expect("tls");
+        let mut tls = feedwire_core::rustls::StreamOwned::new(conn, sock);
+        let mut buf = [0u8; 4096];
+        let mut head = Vec::new();
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = tls.read(&mut buf).expect("upgrade request");
+            assert!(n > 0, "the client left during the handshake");
+            head.extend_from_slice(&buf[..n]);
+        }
+        std::io::Write::write_all(&mut tls, &feedwire_core::testing::accept_response(&head))
+            .expect("101");
+        let mut heard = Vec::new();
+        let clean = loop {
+            match tls.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => heard.extend_from_slice(&buf[..n]),
+                Err(e) => {
+                    assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{e}");
+                    break false;
+                }
+            }
+        };
+        (heard, clean)
+    });
+    let rt = current_thread();
+    let handle = rt.block_on(async {
+        let config = StreamConfig::binance_stream(&format!("wss://127.0.0.1:{}/ws", addr.port()));
+        let options = TokioOptions {
+            tls: Some(feedwire_core::tls_config_with_roots(pki.root_store())),
+            ..TokioOptions::default()
+        };
+        let (handle, mut events) = feedwire_tokio::connect(config, options).expect("ok");
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), events.next()).await {
+                Ok(Some(StreamEvent::Opened { .. })) => break handle,
+                Ok(Some(_)) => {}
+                other => panic!("not opened: {other:?}"),
+            }
+        }
+    });
+    handle.stop();
+    drop(rt);
+    let (heard, clean) = server.join().expect("server");
+    let frames = feedwire_core::testing::decode_client_frames(&heard);
+    assert_eq!(
+        frames.iter().map(|f| f.1).collect::<Vec<_>>(),
+        [8],
+        "our Close"
+    );
+    assert!(clean, "close_notify after the Close");
 }
