@@ -299,6 +299,103 @@ fn betfair_stream_over_tls_through_stream_input() {
     );
 }
 
+/// Keeps the payloads lent to it.
+#[derive(Default)]
+struct LentLines(Vec<Vec<u8>>);
+
+impl feedwire_core::DataHandler for LentLines {
+    fn on_data(&mut self, data: feedwire_core::DataRef<'_>) {
+        self.0.push(data.payload.to_vec());
+    }
+    fn on_event(&mut self, event: feedwire_core::StreamEvent) {
+        panic!("only data is lent: {event:?}");
+    }
+}
+
+/// What the adapters do: the handshake driven with a sink that takes nothing
+/// ([`HandshakeOnly`]: the first line, sent with the server's last handshake flight, waits
+/// in the session), then plaintext moved into the stream by [`LendingInput`] — lent to the
+/// handler when there is one, queued as events when there is none.
+#[test]
+fn lines_over_tls_are_lent_through_lending_input() {
+    use feedwire_core::{HandshakeOnly, LendingInput, Stream, StreamConfig, StreamEvent};
+    let (roots, server_config) = test_pki(&["localhost"]);
+    let now = std::time::Instant::now();
+    let config = StreamConfig::binance_stream("tls://localhost:4443");
+    let mut stream = Stream::new(config, [2; 32], now).unwrap();
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
+    let mut server = ServerConnection::new(server_config).unwrap();
+    server.writer().write_all(b"first\r\n").unwrap();
+    pump(&mut tls, &mut server, &mut HandshakeOnly).unwrap();
+    assert!(!tls.is_handshaking());
+    assert!(stream
+        .poll_event()
+        .is_some_and(|e| matches!(e, StreamEvent::Connecting { .. })));
+    assert!(
+        stream.poll_event().is_none(),
+        "nothing reached the stream yet"
+    );
+    stream.handle_connected(now);
+    let mut lent = LentLines::default();
+    let mut sink = LendingInput {
+        stream: &mut stream,
+        now,
+        handler: Some(&mut lent),
+    };
+    tls.flush_plaintext(&mut sink).unwrap();
+    let data = |e: StreamEvent| match e {
+        StreamEvent::Data { payload, .. } => Some(payload.to_vec()),
+        _ => None,
+    };
+    let events: Vec<Vec<u8>> = std::iter::from_fn(|| stream.poll_event())
+        .filter_map(data)
+        .collect();
+    // The connection's first data message stops the first-data wait: queued, not lent.
+    assert_eq!(events, [b"first".to_vec()]);
+    assert!(lent.0.is_empty());
+
+    server.writer().write_all(b"second\r\nthird\r\n").unwrap();
+    let mut sink = LendingInput {
+        stream: &mut stream,
+        now,
+        handler: Some(&mut lent),
+    };
+    deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
+    assert!(stream.poll_event().is_none(), "lent, not queued");
+    assert_eq!(lent.0, [b"second".to_vec(), b"third".to_vec()]);
+
+    server.writer().write_all(b"fourth\r\n").unwrap();
+    let mut unlent = LendingInput::<LentLines> {
+        stream: &mut stream,
+        now,
+        handler: None,
+    };
+    deliver(&mut tls, &server_output(&mut server), &mut unlent).unwrap();
+    let events: Vec<Vec<u8>> = std::iter::from_fn(|| stream.poll_event())
+        .filter_map(data)
+        .collect();
+    assert_eq!(events, [b"fourth".to_vec()]);
+    assert_eq!(lent.0.len(), 2);
+}
+
+/// The engines as plaintext sinks take input until they have ended: a failed WebSocket
+/// client or a finished line client leaves the rest with the session (held, and bounded).
+#[test]
+fn engines_take_plaintext_until_they_end() {
+    use feedwire_core::{Delimiter, LineClient};
+    let mut ws =
+        WebSocketClient::new("wss://localhost:9443/ws", WsConfig::default(), [1; 32]).unwrap();
+    assert!(PlaintextSink::accepts_input(&ws));
+    ws.handle_input(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+    assert!(!PlaintextSink::accepts_input(&ws));
+
+    let mut lines = LineClient::new(Delimiter::CrLf, 64 * 1024, 1024);
+    assert!(PlaintextSink::accepts_input(&lines));
+    lines.handle_eof();
+    assert!(lines.is_finished());
+    assert!(!PlaintextSink::accepts_input(&lines));
+}
+
 /// Collects plaintext; takes input only while `accepting`.
 #[derive(Default)]
 struct Collect {
