@@ -252,17 +252,8 @@ fn betfair_stream_over_tls_through_stream_input() {
     assert!(stream.endpoint().scheme.is_tls());
     let mut tls = TlsSession::new(tls_config_with_roots(roots), &stream.endpoint().host).unwrap();
     let mut server = ServerConnection::new(server_config).unwrap();
-    pump(
-        &mut tls,
-        &mut server,
-        &mut StreamInput {
-            stream: &mut stream,
-            now,
-        },
-    )
-    .unwrap();
-    assert!(!tls.is_handshaking());
-    stream.handle_connected(now);
+    // Betfair greets at once: its line comes with the handshake's last flight, before the
+    // stream is told it is connected, and waits in the session until then.
     server
         .writer()
         .write_all(b"{\"op\":\"connection\",\"connectionId\":\"1\"}\r\n")
@@ -275,6 +266,13 @@ fn betfair_stream_over_tls_through_stream_input() {
             now,
         },
     )
+    .unwrap();
+    assert!(!tls.is_handshaking());
+    stream.handle_connected(now);
+    tls.flush_plaintext(&mut StreamInput {
+        stream: &mut stream,
+        now,
+    })
     .unwrap();
     while let Some(c) = stream.poll_transmit() {
         tls.write_plaintext(&c);
@@ -313,9 +311,9 @@ impl feedwire_core::DataHandler for LentLines {
 }
 
 /// What the adapters do: the handshake driven with a sink that takes nothing
-/// ([`HandshakeOnly`]: the first line, sent with the server's last handshake flight, waits
-/// in the session), then plaintext moved into the stream by [`LendingInput`] — lent to the
-/// handler when there is one, queued as events when there is none.
+/// ([`HandshakeOnly`]), then plaintext moved into the stream by [`LendingInput`] — held by
+/// the session until the stream is connected, then lent to the handler when there is one,
+/// queued as events when there is none.
 #[test]
 fn lines_over_tls_are_lent_through_lending_input() {
     use feedwire_core::{HandshakeOnly, LendingInput, Stream, StreamConfig, StreamEvent};
@@ -325,9 +323,17 @@ fn lines_over_tls_are_lent_through_lending_input() {
     let mut stream = Stream::new(config, [2; 32], now).unwrap();
     let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
     let mut server = ServerConnection::new(server_config).unwrap();
-    server.writer().write_all(b"first\r\n").unwrap();
     pump(&mut tls, &mut server, &mut HandshakeOnly).unwrap();
     assert!(!tls.is_handshaking());
+    // A line before the stream is told it is connected: held by the session.
+    server.writer().write_all(b"first\r\n").unwrap();
+    let mut lent = LentLines::default();
+    let mut sink = LendingInput {
+        stream: &mut stream,
+        now,
+        handler: Some(&mut lent),
+    };
+    deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
     assert!(stream
         .poll_event()
         .is_some_and(|e| matches!(e, StreamEvent::Connecting { .. })));
@@ -336,7 +342,6 @@ fn lines_over_tls_are_lent_through_lending_input() {
         "nothing reached the stream yet"
     );
     stream.handle_connected(now);
-    let mut lent = LentLines::default();
     let mut sink = LendingInput {
         stream: &mut stream,
         now,
