@@ -330,6 +330,56 @@ mod tests {
         assert_eq!(recv_low_water(&client).unwrap(), 1000);
     }
 
+    /// A socket whose options read but do not set: `as_fd` lends the socket's descriptor
+    /// for the first call (reading the receive buffer's size) and `/dev/null`'s after it
+    /// (so setting the mark fails, `ENOTSOCK`), as a socket type without the option would.
+    struct ReadsButDoesNotSet {
+        sock: TcpStream,
+        not_a_socket: std::fs::File,
+        calls: std::cell::Cell<u32>,
+    }
+
+    impl std::os::fd::AsFd for ReadsButDoesNotSet {
+        fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+            self.calls.set(self.calls.get() + 1);
+            if self.calls.get() == 1 {
+                self.sock.as_fd()
+            } else {
+                self.not_a_socket.as_fd()
+            }
+        }
+    }
+
+    #[test]
+    fn a_mark_that_cannot_be_raised_is_given_up_and_one_that_cannot_be_lowered_is_an_error() {
+        let (client, _server) = pair();
+        let refusing = ReadsButDoesNotSet {
+            sock: client.try_clone().unwrap(),
+            not_a_socket: std::fs::File::open("/dev/null").unwrap(),
+            calls: std::cell::Cell::new(0),
+        };
+        // Raising fails: reading goes on without the mark (more wake-ups, nothing lost),
+        // and the tracker stops trying.
+        let mut mark = RecvLowWater::default();
+        mark.set(&refusing, 20_000).unwrap();
+        assert_eq!(mark.current(), 1);
+        assert_eq!(
+            refusing.calls.get(),
+            2,
+            "read the buffer, then tried to set"
+        );
+        mark.set(&client, 20_000).unwrap();
+        assert_eq!(mark.current(), 1, "no second try");
+        assert_eq!(recv_low_water(&client).unwrap(), 1);
+
+        // Lowering fails: the reader might wait for bytes that are already there.
+        let mut mark = RecvLowWater::default();
+        mark.set(&client, 20_000).unwrap();
+        let not_a_socket = std::fs::File::open("/dev/null").unwrap();
+        assert!(mark.set(&not_a_socket, 1).is_err());
+        assert_eq!(mark.current(), 20_000);
+    }
+
     #[test]
     fn the_mark_is_set_only_when_it_changes() {
         let (client, _server) = pair();
