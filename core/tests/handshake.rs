@@ -237,31 +237,21 @@ fn config_accepts_tokens_and_refuses_everything_else() {
 /// on empty reads).
 #[test]
 fn every_zero_limit_is_named() {
-    let zero = |f: fn(&mut WsConfig)| {
+    let limits: [(&str, fn(&mut WsConfig)); 5] = [
+        ("max_read_size", |c| c.max_read_size = 0),
+        ("max_frame_size", |c| c.max_frame_size = 0),
+        ("max_message_size", |c| c.max_message_size = 0),
+        ("max_handshake_size", |c| c.max_handshake_size = 0),
+        ("fragment_size", |c| c.fragment_size = Some(0)),
+    ];
+    for (name, set_zero) in limits {
         let mut config = WsConfig::default();
-        f(&mut config);
-        WebSocketClient::new(URL, config, SEED).unwrap_err()
-    };
-    assert_eq!(
-        zero(|c| c.max_read_size = 0),
-        ConfigError::ZeroLimit("max_read_size")
-    );
-    assert_eq!(
-        zero(|c| c.max_frame_size = 0),
-        ConfigError::ZeroLimit("max_frame_size")
-    );
-    assert_eq!(
-        zero(|c| c.max_message_size = 0),
-        ConfigError::ZeroLimit("max_message_size")
-    );
-    assert_eq!(
-        zero(|c| c.max_handshake_size = 0),
-        ConfigError::ZeroLimit("max_handshake_size")
-    );
-    assert_eq!(
-        zero(|c| c.fragment_size = Some(0)),
-        ConfigError::ZeroLimit("fragment_size")
-    );
+        set_zero(&mut config);
+        assert_eq!(
+            WebSocketClient::new(URL, config, SEED).unwrap_err(),
+            ConfigError::ZeroLimit(name)
+        );
+    }
     let one = WsConfig {
         max_read_size: 1,
         max_frame_size: 1,
