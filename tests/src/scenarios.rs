@@ -270,9 +270,10 @@ pub fn crash_on_a_busy_stream(adapter: &dyn Adapter) {
     assert_eq!(srv.connections(), 1);
 }
 
-/// Reads a client's upgrade request from `sock` and answers 101 (a loopback server's side of
-/// the handshake, for tests that then write frames by hand).
-pub fn accept_upgrade(sock: &mut std::net::TcpStream) {
+/// Reads a client's upgrade request from `sock` (a socket, or a TLS stream over one) and
+/// answers 101 (a loopback server's side of the handshake, for tests that then write frames
+/// by hand).
+pub fn accept_upgrade(sock: &mut (impl Read + Write)) {
     let mut buf = [0u8; 4096];
     let mut head = Vec::new();
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
