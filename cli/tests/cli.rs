@@ -120,6 +120,8 @@ fn demo_over_tls_lines() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("betfair_mcm (TLS)"), "{stdout}");
+    // The embedded server really serves TLS: the stream's URL says so.
+    assert!(stdout.contains(", tls://127.0.0.1:"), "{stdout}");
     assert!(stdout.contains("closed by Local"), "{stdout}");
 }
 
@@ -143,6 +145,45 @@ fn stream_prints_each_websocket_message_raw() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("subscribed: btcusdt@aggTrade"), "{stderr}");
     assert!(stderr.contains("closed by Local (1000)"), "{stderr}");
+}
+
+/// A connection that drops after it opened is reconnected (only a first connection that
+/// fails ends the command): the server resets every connection after 50 messages, and 120
+/// arrive over three of them, in order, each connection's from the scenario's start.
+#[test]
+fn stream_reconnects_after_a_reset() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(1000),
+        hold_open: true,
+        fault: Some(Fault::Reset { after: 50 }),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .expect("replay server");
+    let out = feedwire(
+        &[
+            "stream",
+            &srv.subscribe_url(),
+            "--subscribe",
+            "btcusdt@aggTrade",
+            "--count",
+            "120",
+        ],
+        Duration::from_secs(30),
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    let first = expected_lines(&srv, 50);
+    let expected: Vec<String> = first.iter().cycle().take(120).cloned().collect();
+    assert_eq!(lines, expected);
+    // The third connection's reset may come before the stop does (the messages past the
+    // 120th were on their way): a third reconnect may be announced, then stopped.
+    assert!(stderr.matches("reconnecting in").count() >= 2, "{stderr}");
+    assert!(stderr.matches("reconnected to").count() >= 2, "{stderr}");
+    assert!(
+        stderr.contains("closed by Local (1000) after 120 messages"),
+        "{stderr}"
+    );
 }
 
 /// `--connect-to` pins the address: the URL's host (a name no resolver knows) is never
@@ -361,6 +402,8 @@ fn replay_server_serves_until_interrupted_and_writes_its_ca() {
     while !rest.contains("Ctrl-C") {
         out.read_line(&mut rest).unwrap();
     }
+    assert!(rest.contains("(subscribe first instead: wss://"), "{rest}");
+    assert!(rest.contains("500 messages per connection"), "{rest}");
     let ca = dir.join("feedwire-replay-ca.pem");
     let client = feedwire(
         &[
