@@ -237,7 +237,8 @@ fn config_accepts_tokens_and_refuses_everything_else() {
 /// on empty reads).
 #[test]
 fn every_zero_limit_is_named() {
-    let limits: [(&str, fn(&mut WsConfig)); 5] = [
+    type SetZero = fn(&mut WsConfig);
+    let limits: [(&str, SetZero); 5] = [
         ("max_read_size", |c| c.max_read_size = 0),
         ("max_frame_size", |c| c.max_frame_size = 0),
         ("max_message_size", |c| c.max_message_size = 0),
