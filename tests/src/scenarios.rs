@@ -463,7 +463,14 @@ pub fn dropping_the_events_of_a_quiet_stream_stops_it(adapter: &dyn Adapter) {
         hold_open: true,
         ..ReplayConfig::new(Scenario::SmallAggTrade)
     });
-    let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
+    // Nothing else may wake the stream within the test's time: no first-data wait, no idle
+    // probe, and a connect deadline (whose timer may stay armed, stale, after the
+    // connection opened) well past it.
+    let mut config = StreamConfig::binance_stream(&srv.url());
+    config.timeouts.first_data = None;
+    config.timeouts.idle = None;
+    config.timeouts.connect = 3 * TIMEOUT;
+    let mut s = start(adapter, config, &srv);
     wait_for(s.as_mut(), |e| matches!(e, StreamEvent::Opened { .. }));
     s.drop_events();
     wait_until_closed(s.as_ref());
