@@ -125,20 +125,25 @@ fn demo_over_tls_lines() {
     assert!(stdout.contains("closed by Local"), "{stdout}");
 }
 
-#[test]
-fn stream_prints_each_websocket_message_raw() {
-    let srv = server(Scenario::SmallAggTrade, false);
-    let out = feedwire(
+/// `feedwire stream` subscribing `btcusdt@aggTrade` on `srv`, until `count` messages.
+fn stream_agg_trades(srv: &ReplayServer, count: usize) -> Output {
+    feedwire(
         &[
             "stream",
             &srv.subscribe_url(),
             "--subscribe",
             "btcusdt@aggTrade",
             "--count",
-            "100",
+            &count.to_string(),
         ],
         Duration::from_secs(30),
-    );
+    )
+}
+
+#[test]
+fn stream_prints_each_websocket_message_raw() {
+    let srv = server(Scenario::SmallAggTrade, false);
+    let out = stream_agg_trades(&srv, 100);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
     assert_eq!(lines, expected_lines(&srv, 100));
@@ -159,17 +164,7 @@ fn stream_reconnects_after_a_reset() {
         ..ReplayConfig::new(Scenario::SmallAggTrade)
     })
     .expect("replay server");
-    let out = feedwire(
-        &[
-            "stream",
-            &srv.subscribe_url(),
-            "--subscribe",
-            "btcusdt@aggTrade",
-            "--count",
-            "120",
-        ],
-        Duration::from_secs(30),
-    );
+    let out = stream_agg_trades(&srv, 120);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
