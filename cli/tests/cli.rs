@@ -3,40 +3,80 @@
 //! its graceful stop on SIGTERM.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::Duration;
 
 use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario};
+use feedwire_tests::scratch::ScratchDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_feedwire");
 
 /// Runs `feedwire args…`, killing it if it outlives `limit`.
 fn feedwire(args: &[&str], limit: Duration) -> Output {
-    let child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run feedwire");
-    wait(child, limit)
+    Running::start(args, None).wait(limit)
 }
 
-/// Waits for `child`, reading its output as it comes (a full pipe would stall it); kills it
-/// if it outlives `limit`.
-fn wait(child: Child, limit: Duration) -> Output {
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.expect("output"),
-        Err(_) => {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            panic!("feedwire did not finish within {limit:?}");
+/// A `feedwire` process a test started, its output piped; killed on drop, so a test that
+/// fails before it waits leaves no process behind (a replay server would serve forever).
+struct Running(Option<Child>);
+
+impl Running {
+    /// Starts `feedwire args…`, in `dir` if given.
+    fn start(args: &[&str], dir: Option<&Path>) -> Self {
+        let mut command = Command::new(BIN);
+        command
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
+        Self(Some(command.spawn().expect("run feedwire")))
+    }
+
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("still running")
+    }
+
+    /// Its standard output, line by line (once).
+    fn stdout(&mut self) -> BufReader<ChildStdout> {
+        BufReader::new(self.child().stdout.take().expect("stdout taken once"))
+    }
+
+    /// Sends it `signal`.
+    fn signal(&mut self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.child().id() as i32);
+        nix::sys::signal::kill(pid, signal).expect("signal feedwire");
+    }
+
+    /// Waits for it to end, reading its output as it comes (a full pipe would stall it);
+    /// kills it if it outlives `limit`.
+    fn wait(mut self, limit: Duration) -> Output {
+        let child = self.0.take().expect("still running");
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(limit) {
+            Ok(out) => out.expect("output"),
+            Err(_) => {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                panic!("feedwire did not finish within {limit:?}");
+            }
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }
@@ -326,8 +366,7 @@ fn errors_name_what_went_wrong() {
 
 #[test]
 fn sigterm_stops_gracefully() {
-    use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
+    use nix::sys::signal::Signal;
 
     let srv = ReplayServer::start(ReplayConfig {
         count: Some(100_000_000),
@@ -336,18 +375,13 @@ fn sigterm_stops_gracefully() {
         ..ReplayConfig::new(Scenario::SmallAggTrade)
     })
     .unwrap();
-    let mut child = Command::new(BIN)
-        .args(["stream", &srv.url()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut child = Running::start(&["stream", &srv.url()], None);
+    let mut stdout = child.stdout();
     let mut first = String::new();
     stdout.read_line(&mut first).unwrap();
     assert!(first.contains("\"ts_us\":"), "{first}");
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
-    let out = wait(child, Duration::from_secs(10));
+    child.signal(Signal::SIGTERM);
+    let out = child.wait(Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("closed by Local (1000)"),
@@ -373,19 +407,14 @@ fn every_command_has_help_with_examples() {
 
 #[test]
 fn replay_server_serves_until_interrupted_and_writes_its_ca() {
-    use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
+    use nix::sys::signal::Signal;
 
-    let dir = std::env::temp_dir().join(format!("feedwire-cli-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut server = Command::new(BIN)
-        .args(["replay-server", "--port", "0", "--tls", "--count", "500"])
-        .current_dir(&dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let dir = ScratchDir::new("cli-replay");
+    let mut server = Running::start(
+        &["replay-server", "--port", "0", "--tls", "--count", "500"],
+        Some(dir.path()),
+    );
+    let mut out = server.stdout();
     let mut first = String::new();
     out.read_line(&mut first).unwrap();
     let url = first
@@ -399,7 +428,7 @@ fn replay_server_serves_until_interrupted_and_writes_its_ca() {
     }
     assert!(rest.contains("(subscribe first instead: wss://"), "{rest}");
     assert!(rest.contains("500 messages per connection"), "{rest}");
-    let ca = dir.join("feedwire-replay-ca.pem");
+    let ca = dir.path().join("feedwire-replay-ca.pem");
     let client = feedwire(
         &[
             "stream",
@@ -413,34 +442,27 @@ fn replay_server_serves_until_interrupted_and_writes_its_ca() {
     );
     assert!(client.status.success(), "{}", text(&client.stderr));
     assert_eq!(text(&client.stdout).lines().count(), 500);
-    kill(Pid::from_raw(server.id() as i32), Signal::SIGINT).unwrap();
-    let status = wait(server, Duration::from_secs(10));
+    server.signal(Signal::SIGINT);
+    let status = server.wait(Duration::from_secs(10));
     assert!(status.status.success());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn ctrl_c_stops_the_demo_and_still_prints_the_summary() {
-    use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
+    use nix::sys::signal::Signal;
 
-    let mut demo = Command::new(BIN)
-        .args(["demo", "--rate", "2000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(demo.stdout.take().unwrap());
+    let mut demo = Running::start(&["demo", "--rate", "2000"], None);
+    let mut out = demo.stdout();
     let mut line = String::new();
     // The banner, then the first periodic status line: data is flowing.
     while !line.contains("total") {
         line.clear();
         assert!(out.read_line(&mut line).unwrap() > 0, "demo ended early");
     }
-    kill(Pid::from_raw(demo.id() as i32), Signal::SIGINT).unwrap();
+    demo.signal(Signal::SIGINT);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    let status = wait(demo, Duration::from_secs(10));
+    let status = demo.wait(Duration::from_secs(10));
     assert!(
         status.status.success(),
         "{:?}: {}\n{rest}",
