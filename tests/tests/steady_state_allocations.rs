@@ -2,10 +2,11 @@
 //! to break: a stream at a moderate rate, where every message is its own read and, in the
 //! event loops, its own wake-up (a paced feed, as most production streams are). The core fed
 //! one frame per read, the mio loop and the tokio adapter each fed by a server that writes
-//! one frame per millisecond. Allocations are counted process-wide (`stats_alloc`), so this
+//! one frame per millisecond, each lending to a handler and delivering to its event channel
+//! (a batch of events a read, the emptied batch reused). Allocations are counted process-wide (`stats_alloc`), so this
 //! binary has no test harness (`harness = false`): libtest's own threads spawn tests and
 //! report results while a test runs, and those allocations landed in the count. `main` runs
-//! the three checks one after another, and nothing else allocates meanwhile (the server writes
+//! the checks one after another, and nothing else allocates meanwhile (the server writes
 //! pre-encoded frames from a plain thread).
 
 use std::alloc::System;
@@ -92,7 +93,7 @@ fn paced_server(frames: u64, gap: Duration) -> (SocketAddr, JoinHandle<()>) {
 }
 
 fn main() {
-    let checks: [(&str, fn()); 3] = [
+    let checks: [(&str, fn()); 5] = [
         (
             "the_core_allocates_nothing_per_message_read_alone",
             the_core_allocates_nothing_per_message_read_alone,
@@ -102,8 +103,16 @@ fn main() {
             the_mio_loop_allocates_nothing_per_wake_up,
         ),
         (
+            "the_mio_event_channel_allocates_nothing_per_wake_up",
+            the_mio_event_channel_allocates_nothing_per_wake_up,
+        ),
+        (
             "the_tokio_adapter_allocates_nothing_per_wake_up",
             the_tokio_adapter_allocates_nothing_per_wake_up,
+        ),
+        (
+            "the_tokio_event_channel_allocates_nothing_per_batch",
+            the_tokio_event_channel_allocates_nothing_per_batch,
         ),
     ];
     // `cargo test -- NAME` filters as libtest would; flags (`--nocapture`, …) are ignored.
@@ -152,36 +161,58 @@ fn the_core_allocates_nothing_per_message_read_alone() {
 }
 
 fn the_mio_loop_allocates_nothing_per_wake_up() {
-    let (addr, server) = paced_server(WARM_UP + MEASURED, Duration::from_millis(1));
-    let mut feed = MioLoop::new(MioOptions::default()).expect("loop");
     let seen = Arc::new(AtomicU64::new(0));
+    let delivery = Delivery::Lend(Box::new(Count(Arc::clone(&seen))));
+    let (allocations, turns) = mio_allocations(delivery, || seen.load(Ordering::Relaxed));
+    assert_rare(allocations, turns, "turns");
+}
+
+/// The mio loop's event channel, its consumer taking events between the loop's turns: each
+/// read's events are swapped in as a batch, the emptied queue swapped back.
+fn the_mio_event_channel_allocates_nothing_per_wake_up() {
+    let (tx, mut events) = feedwire_mio::event_channel(64);
+    let mut seen = 0;
+    let delivery = Delivery::<Box<Count>>::Channel(tx);
+    let (allocations, turns) = mio_allocations(delivery, || {
+        while let Ok(event) = events.try_recv() {
+            seen += u64::from(matches!(event, StreamEvent::Data { .. }));
+        }
+        seen
+    });
+    assert_rare(allocations, turns, "turns");
+}
+
+/// An embedded mio loop reading a paced server's messages into `delivery`: the allocations
+/// over the [`MEASURED`] messages after the warm-up, and the turns they took. `seen`, called
+/// after each turn, counts the messages delivered so far.
+fn mio_allocations<H: DataHandler + Send + 'static>(
+    delivery: Delivery<H>,
+    mut seen: impl FnMut() -> u64,
+) -> (usize, u64) {
+    let (addr, server) = paced_server(WARM_UP + MEASURED, Duration::from_millis(1));
+    let mut feed = MioLoop::<H>::lending_to(MioOptions::default()).expect("loop");
     let (id, _) = feed
-        .connect(
-            StreamConfig::binance_stream(&url(addr)),
-            Delivery::Lend(Box::new(Count(Arc::clone(&seen)))),
-        )
+        .connect(StreamConfig::binance_stream(&url(addr)), delivery)
         .expect("connect");
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut turn_until = |n: u64, turns: &mut u64| {
-        while seen.load(Ordering::Relaxed) < n {
-            assert!(
-                Instant::now() < deadline,
-                "{} of {n} messages",
-                seen.load(Ordering::Relaxed)
-            );
-            feed.turn(Some(Duration::from_millis(100)), |_| {})
-                .expect("turn");
-            *turns += 1;
+    let mut turn_until = |n: u64, turns: &mut u64| loop {
+        let got = seen();
+        if got >= n {
+            return;
         }
+        assert!(Instant::now() < deadline, "{got} of {n} messages");
+        feed.turn(Some(Duration::from_millis(100)), |_| {})
+            .expect("turn");
+        *turns += 1;
     };
     let mut turns = 0;
     turn_until(WARM_UP, &mut turns);
     turns = 0;
     let allocations = allocations_during(|| turn_until(WARM_UP + MEASURED, &mut turns));
-    assert_rare(allocations, turns, "turns");
     feed.stop(id);
     drop(feed);
     server.join().expect("server");
+    (allocations, turns)
 }
 
 fn the_tokio_adapter_allocates_nothing_per_wake_up() {
@@ -231,6 +262,59 @@ fn the_tokio_adapter_allocates_nothing_per_wake_up() {
     server.join().expect("server");
 }
 
+/// The tokio adapter's event channel: each read's events go to the application as a batch,
+/// and the emptied batch comes back to the stream's task for the next read's (else one
+/// `VecDeque` a read: a message on a paced feed).
+fn the_tokio_event_channel_allocates_nothing_per_batch() {
+    let (addr, server) = paced_server(WARM_UP + MEASURED, Duration::from_millis(1));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (allocations, apart) = rt.block_on(async move {
+        let (handle, mut events) = feedwire_tokio::connect(
+            StreamConfig::binance_stream(&url(addr)),
+            feedwire_tokio::TokioOptions::default(),
+        )
+        .expect("connect");
+        let counted = async {
+            let (mut seen, mut apart, mut last) = (0, 0, None);
+            let mut region = None;
+            while seen < WARM_UP + MEASURED {
+                let event = events.next().await.expect("the stream stays open");
+                if !matches!(event, StreamEvent::Data { .. }) {
+                    continue;
+                }
+                drop(event);
+                seen += 1;
+                if seen == WARM_UP {
+                    region = Some(Region::new(GLOBAL));
+                } else if seen > WARM_UP && came_apart(&mut last, Instant::now()) {
+                    apart += 1;
+                }
+            }
+            let change = region.expect("counted from the warm-up on").change();
+            (change.allocations + change.reallocations, apart)
+        };
+        let counted = tokio::time::timeout(Duration::from_secs(20), counted)
+            .await
+            .expect("messages in time");
+        handle.stop();
+        counted
+    });
+    assert_rare(allocations, apart, "messages read apart");
+    drop(rt);
+    server.join().expect("server");
+}
+
+/// Whether a message seen `now` came 300 µs or more after the one before (`last`): a read
+/// of its own.
+fn came_apart(last: &mut Option<Instant>, now: Instant) -> bool {
+    let apart = last.is_some_and(|last| now - last >= Duration::from_micros(300));
+    *last = Some(now);
+    apart
+}
+
 /// Counts lent messages and signals when the warm-up and the measured messages are in.
 struct Signal {
     count: Arc<AtomicU64>,
@@ -243,16 +327,10 @@ struct Signal {
 
 impl DataHandler for Signal {
     fn on_data(&mut self, _: DataRef<'_>) {
-        let now = Instant::now();
         let n = self.count.fetch_add(1, Ordering::Relaxed) + 1;
-        if n > WARM_UP
-            && self
-                .last
-                .is_some_and(|last| now - last >= Duration::from_micros(300))
-        {
+        if came_apart(&mut self.last, Instant::now()) && n > WARM_UP {
             self.apart.fetch_add(1, Ordering::Relaxed);
         }
-        self.last = Some(now);
         if n == WARM_UP {
             if let Some(tx) = self.warm.take() {
                 let _ = tx.send(());
