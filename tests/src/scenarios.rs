@@ -1195,14 +1195,23 @@ pub fn unanswered_handshake_hits_the_connect_timeout(adapter: &dyn Adapter) {
     let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
     config.timeouts.connect = Duration::from_millis(300);
     let mut s = adapter.start(config, None, CAPACITY);
+    assert_eq!(
+        first_attempt_end(s.as_mut()),
+        Some(EndReason::ConnectTimeout)
+    );
+}
+
+/// Why the stream's first attempt ended (its first `Reconnecting`); the stream is crashed
+/// there and its events read to their end.
+fn first_attempt_end(s: &mut dyn Session) -> Option<EndReason> {
     let mut reason = None;
-    while let Some(e) = next(s.as_mut()) {
+    while let Some(e) = next(s) {
         if let StreamEvent::Reconnecting { reason: r, .. } = e {
             reason = Some(r);
             s.crash("seen");
         }
     }
-    assert_eq!(reason, Some(EndReason::ConnectTimeout));
+    reason
 }
 
 /// A WebSocket API request resolves with its response.
@@ -1446,6 +1455,20 @@ pub fn a_silent_address_falls_back_to_the_next(adapter: &dyn Adapter) {
     assert_eq!(data, 100);
 }
 
+/// A single address that never answers has the stream's whole connect timeout, not
+/// `ADDRESS_FALLBACK` (meant for an address with others after it): the attempt ends as a
+/// connect timeout. (2.5 s: the fallback is 2 s.)
+pub fn a_single_silent_address_has_the_whole_connect_timeout(adapter: &dyn Adapter) {
+    let (silent, _listener, _queued) = silent_address();
+    let mut config = StreamConfig::binance_stream(&format!("ws://{silent}/ws"));
+    config.timeouts.connect = Duration::from_millis(2500);
+    let mut s = adapter.start(config, None, CAPACITY);
+    assert_eq!(
+        first_attempt_end(s.as_mut()),
+        Some(EndReason::ConnectTimeout)
+    );
+}
+
 /// Declares one `#[test]` per shared scenario for `$adapter` (a unit struct implementing
 /// [`Adapter`]): an adapter's test file is this one line, so no adapter can skip a scenario.
 /// `@handler` declares those that apply to a delivery that cannot push back (a handler
@@ -1484,6 +1507,7 @@ macro_rules! adapter_scenarios {
             unanswered_handshake_hits_the_connect_timeout,
             ws_api_request_resolves,
             a_silent_address_falls_back_to_the_next,
+            a_single_silent_address_has_the_whole_connect_timeout,
             many_subscriptions_are_listed,
             a_ping_flood_from_a_peer_that_does_not_read_stays_bounded,
             unanswered_request_times_out,
