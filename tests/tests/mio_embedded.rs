@@ -340,3 +340,79 @@ fn a_consumer_on_the_loops_own_thread_wakes_its_next_turn() {
         }
     }
 }
+
+/// Every event but data, as it came.
+struct Lifecycle(Arc<Mutex<Vec<StreamEvent>>>);
+
+impl Handler for Lifecycle {
+    fn on_event(&mut self, event: StreamEvent) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+/// A peer's last messages and its end (a FIN, no Close) that are both in the socket when the
+/// loop looks come as one readiness event, reported once (edge-triggered): the reads go on
+/// past the messages' short read to the end, which is seen in that turn — not at the idle
+/// timeout, nor never with the timers off.
+#[test]
+fn a_peers_end_that_came_with_its_last_messages_is_seen_in_the_same_turn() {
+    use std::io::{Read, Write};
+    use std::sync::mpsc;
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let (ended, ended_rx) = mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().unwrap();
+        feedwire_tests::scenarios::accept_upgrade(&mut sock);
+        go_rx.recv().unwrap();
+        let frame = feedwire_core::testing::server_frame(true, 1, br#"{"e":"last"}"#);
+        for _ in 0..3 {
+            sock.write_all(&frame).unwrap();
+        }
+        sock.shutdown(std::net::Shutdown::Write).unwrap();
+        ended.send(()).unwrap();
+        while matches!(sock.read(&mut [0; 512]), Ok(n) if n > 0) {}
+    });
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+    config.timeouts.first_data = None;
+    config.timeouts.idle = None;
+    config.timeouts.keepalive = None;
+    let (id, _) = feed
+        .connect(
+            config,
+            Delivery::Handler(Box::new(Lifecycle(events.clone()))),
+        )
+        .unwrap();
+    let has = |events: &Mutex<Vec<StreamEvent>>, what: fn(&StreamEvent) -> bool| {
+        events.lock().unwrap().iter().any(what)
+    };
+    turn_until(&mut feed, "the stream to open", || {
+        has(&events, |e| matches!(e, StreamEvent::Opened { .. }))
+    });
+    go.send(()).unwrap();
+    ended_rx.recv().unwrap();
+    // Loopback: the bytes and the FIN are in our socket once the server's calls return;
+    // the pause only lets the kernel finish its softirq work.
+    std::thread::sleep(Duration::from_millis(50));
+    let reconnecting = |e: &StreamEvent| matches!(e, StreamEvent::Reconnecting { .. });
+    for turn in 1.. {
+        assert!(
+            turn <= 3,
+            "the end not seen in 3 turns: {:?}",
+            events.lock().unwrap()
+        );
+        feed.turn(Some(Duration::from_millis(100)), |_| {}).unwrap();
+        if has(&events, reconnecting) {
+            break;
+        }
+    }
+    let data = |e: &&StreamEvent| matches!(e, StreamEvent::Data { .. });
+    assert_eq!(events.lock().unwrap().iter().filter(data).count(), 3);
+    feed.stop(id);
+    drop(feed);
+    server.join().unwrap();
+}
