@@ -341,13 +341,128 @@ fn a_consumer_on_the_loops_own_thread_wakes_its_next_turn() {
     }
 }
 
-/// Every event but data, as it came.
-struct Lifecycle(Arc<Mutex<Vec<StreamEvent>>>);
+/// Every event, as it came, with the time the handler got it and the time it returned.
+#[derive(Clone, Default)]
+struct Timeline(Arc<Mutex<Vec<(StreamEvent, Instant, Instant)>>>);
 
-impl Handler for Lifecycle {
-    fn on_event(&mut self, event: StreamEvent) {
-        self.0.lock().unwrap().push(event);
+impl Timeline {
+    fn any(&self, what: fn(&StreamEvent) -> bool) -> bool {
+        self.0.lock().unwrap().iter().any(|(e, ..)| what(e))
     }
+
+    fn count(&self, what: fn(&StreamEvent) -> bool) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(e, ..)| what(e))
+            .count()
+    }
+
+    fn events(&self) -> Vec<StreamEvent> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(e, ..)| e.clone())
+            .collect()
+    }
+}
+
+/// Records into a [`Timeline`]; each data message takes its handler `busy`.
+struct Recorder {
+    timeline: Timeline,
+    busy: Duration,
+}
+
+impl Handler for Recorder {
+    fn on_event(&mut self, event: StreamEvent) {
+        let got = Instant::now();
+        if matches!(event, StreamEvent::Data { .. }) {
+            std::thread::sleep(self.busy);
+        }
+        self.timeline
+            .0
+            .lock()
+            .unwrap()
+            .push((event, got, Instant::now()));
+    }
+}
+
+/// A stream on `feed` to a one-connection server run by hand: it answers the upgrade, then
+/// runs `script` on the socket, then holds the connection until the client goes. Its
+/// messages' handler takes `busy` each; its timers are off unless `config` sets them.
+fn hand_served(
+    feed: &mut MioLoop,
+    path: &str,
+    busy: Duration,
+    config: impl FnOnce(&mut StreamConfig),
+    script: impl FnOnce(&mut std::net::TcpStream) + Send + 'static,
+) -> (StreamId, Timeline, std::thread::JoinHandle<()>) {
+    use std::io::Read;
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().unwrap();
+        feedwire_tests::scenarios::accept_upgrade(&mut sock);
+        script(&mut sock);
+        while matches!(sock.read(&mut [0; 512]), Ok(n) if n > 0) {}
+    });
+    let mut stream_config = StreamConfig::binance_stream(&format!("ws://{addr}{path}"));
+    stream_config.timeouts.first_data = None;
+    stream_config.timeouts.idle = None;
+    stream_config.timeouts.keepalive = None;
+    config(&mut stream_config);
+    let timeline = Timeline::default();
+    let handler = Recorder {
+        timeline: timeline.clone(),
+        busy,
+    };
+    let (id, _) = feed
+        .connect(stream_config, Delivery::Handler(Box::new(handler)))
+        .unwrap();
+    (id, timeline, server)
+}
+
+fn opened(e: &StreamEvent) -> bool {
+    matches!(e, StreamEvent::Opened { .. })
+}
+
+fn reconnecting(e: &StreamEvent) -> bool {
+    matches!(e, StreamEvent::Reconnecting { .. })
+}
+
+fn data(e: &StreamEvent) -> bool {
+    matches!(e, StreamEvent::Data { .. })
+}
+
+/// A server script: waits for `go`, writes `frames` small messages, optionally ends its side
+/// (a FIN, no Close), then says so on `done`.
+fn write_on_go(
+    frames: usize,
+    end: bool,
+) -> (
+    std::sync::mpsc::Sender<()>,
+    std::sync::mpsc::Receiver<()>,
+    impl FnOnce(&mut std::net::TcpStream) + Send + 'static,
+) {
+    use std::io::Write;
+
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let (done, done_rx) = std::sync::mpsc::channel::<()>();
+    let script = move |sock: &mut std::net::TcpStream| {
+        go_rx.recv().unwrap();
+        let frame = feedwire_core::testing::server_frame(true, 1, br#"{"e":"x"}"#);
+        for _ in 0..frames {
+            sock.write_all(&frame).unwrap();
+        }
+        if end {
+            sock.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        done.send(()).unwrap();
+    };
+    (go, done_rx, script)
 }
 
 /// A peer's last messages and its end (a FIN, no Close) that are both in the socket when the
@@ -356,63 +471,110 @@ impl Handler for Lifecycle {
 /// timeout, nor never with the timers off.
 #[test]
 fn a_peers_end_that_came_with_its_last_messages_is_seen_in_the_same_turn() {
-    use std::io::{Read, Write};
-    use std::sync::mpsc;
-
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (go, go_rx) = mpsc::channel::<()>();
-    let (ended, ended_rx) = mpsc::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let (mut sock, _) = listener.accept().unwrap();
-        feedwire_tests::scenarios::accept_upgrade(&mut sock);
-        go_rx.recv().unwrap();
-        let frame = feedwire_core::testing::server_frame(true, 1, br#"{"e":"last"}"#);
-        for _ in 0..3 {
-            sock.write_all(&frame).unwrap();
-        }
-        sock.shutdown(std::net::Shutdown::Write).unwrap();
-        ended.send(()).unwrap();
-        while matches!(sock.read(&mut [0; 512]), Ok(n) if n > 0) {}
-    });
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
-    config.timeouts.first_data = None;
-    config.timeouts.idle = None;
-    config.timeouts.keepalive = None;
-    let (id, _) = feed
-        .connect(
-            config,
-            Delivery::Handler(Box::new(Lifecycle(events.clone()))),
-        )
-        .unwrap();
-    let has = |events: &Mutex<Vec<StreamEvent>>, what: fn(&StreamEvent) -> bool| {
-        events.lock().unwrap().iter().any(what)
-    };
-    turn_until(&mut feed, "the stream to open", || {
-        has(&events, |e| matches!(e, StreamEvent::Opened { .. }))
-    });
+    let (go, written, script) = write_on_go(3, true);
+    let (id, timeline, server) = hand_served(&mut feed, "/ws", Duration::ZERO, |_| {}, script);
+    turn_until(&mut feed, "the stream to open", || timeline.any(opened));
     go.send(()).unwrap();
-    ended_rx.recv().unwrap();
+    written.recv().unwrap();
     // Loopback: the bytes and the FIN are in our socket once the server's calls return;
     // the pause only lets the kernel finish its softirq work.
     std::thread::sleep(Duration::from_millis(50));
-    let reconnecting = |e: &StreamEvent| matches!(e, StreamEvent::Reconnecting { .. });
     for turn in 1.. {
         assert!(
             turn <= 3,
             "the end not seen in 3 turns: {:?}",
-            events.lock().unwrap()
+            timeline.events()
         );
         feed.turn(Some(Duration::from_millis(100)), |_| {}).unwrap();
-        if has(&events, reconnecting) {
+        if timeline.any(reconnecting) {
             break;
         }
     }
-    let data = |e: &&StreamEvent| matches!(e, StreamEvent::Data { .. });
-    assert_eq!(events.lock().unwrap().iter().filter(data).count(), 3);
+    assert_eq!(timeline.count(data), 3);
     feed.stop(id);
     drop(feed);
     server.join().unwrap();
+}
+
+/// A timer's effects reach the application in the turn that fired it: the turn that waited
+/// for the first-data deadline returns with the stream's `Reconnecting` — not a turn later,
+/// when the next wake-up (the idle-buffer sweep, up to a second on) services the stream.
+#[test]
+fn a_timers_events_come_with_the_turn_that_fired_it() {
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let first_data = Duration::from_millis(300);
+    let (id, timeline, server) = hand_served(
+        &mut feed,
+        "/stream?streams=btcusdt@aggTrade",
+        Duration::ZERO,
+        |c| c.timeouts.first_data = Some(first_data),
+        |_| {},
+    );
+    turn_until(&mut feed, "the stream to open", || timeline.any(opened));
+    // The loop armed the deadline before the test saw `Opened`: past `due`, it is due.
+    let due = Instant::now() + first_data;
+    loop {
+        assert!(feed.turn(Some(Duration::from_secs(5)), |_| {}).unwrap());
+        let reconnected = timeline.any(reconnecting);
+        if reconnected || Instant::now() >= due {
+            assert!(
+                reconnected,
+                "a turn past the deadline without its Reconnecting: {:?}",
+                timeline.events()
+            );
+            break;
+        }
+    }
+    feed.stop(id);
+    drop(feed);
+    server.join().unwrap();
+}
+
+/// Streams serviced in one wake-up are each stamped with the time their own service began:
+/// a message read after another stream's slow handler is not dated before that handler
+/// returned (its `received` feeds latency figures).
+#[test]
+fn streams_serviced_in_one_turn_are_stamped_with_their_own_service_time() {
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let busy = Duration::from_millis(5);
+    let (go_a, written_a, script_a) = write_on_go(1, false);
+    let (go_b, written_b, script_b) = write_on_go(1, false);
+    let (a, timeline_a, server_a) = hand_served(&mut feed, "/ws", busy, |_| {}, script_a);
+    let (b, timeline_b, server_b) = hand_served(&mut feed, "/ws", busy, |_| {}, script_b);
+    turn_until(&mut feed, "both streams to open", || {
+        timeline_a.any(opened) && timeline_b.any(opened)
+    });
+    go_a.send(()).unwrap();
+    go_b.send(()).unwrap();
+    written_a.recv().unwrap();
+    written_b.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    // Both messages are in their sockets: one wake-up reports both streams.
+    feed.turn(Some(Duration::from_secs(5)), |_| {}).unwrap();
+    let message = |timeline: &Timeline| {
+        let all = timeline.0.lock().unwrap();
+        let found = all.iter().find(|(e, ..)| data(e)).cloned();
+        match found {
+            Some((StreamEvent::Data { received, .. }, _, returned)) => (received, returned),
+            _ => panic!("no message in one turn: {:?}", timeline.events()),
+        }
+    };
+    let ((received_a, returned_a), (received_b, returned_b)) =
+        (message(&timeline_a), message(&timeline_b));
+    let (first_returned, second_received) = if returned_a < returned_b {
+        (returned_a, received_b)
+    } else {
+        (returned_b, received_a)
+    };
+    assert!(
+        second_received >= first_returned,
+        "the second stream's message is dated {:?} before the first's handler returned",
+        first_returned - second_received
+    );
+    feed.stop(a);
+    feed.stop(b);
+    drop(feed);
+    server_a.join().unwrap();
+    server_b.join().unwrap();
 }
