@@ -578,3 +578,105 @@ fn streams_serviced_in_one_turn_are_stamped_with_their_own_service_time() {
     server_a.join().unwrap();
     server_b.join().unwrap();
 }
+
+/// A loop with nothing to do sleeps until its next deadline or `max_wait`: an idle
+/// connection costs no CPU. (Over a second of 200 ms turns, about six; a loop that never
+/// slept would turn hundreds of thousands of times.)
+#[test]
+fn an_idle_loop_sleeps_between_turns() {
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let (id, timeline, server) = hand_served(&mut feed, "/ws", Duration::ZERO, |_| {}, |_| {});
+    turn_until(&mut feed, "the stream to open", || timeline.any(opened));
+    let turns = turns_in_a_second(&mut feed);
+    assert!(turns <= 20, "{turns} turns in a second of nothing");
+    feed.stop(id);
+    drop(feed);
+    server.join().unwrap();
+}
+
+/// Turns `feed` for a second, at most 200 ms a turn; how many turns that took.
+fn turns_in_a_second(feed: &mut MioLoop) -> usize {
+    let (start, mut turns) = (Instant::now(), 0);
+    while start.elapsed() < Duration::from_secs(1) {
+        feed.turn(Some(Duration::from_millis(200)), |_| {}).unwrap();
+        turns += 1;
+    }
+    turns
+}
+
+/// A consumer that does not take its events: the loop stops reading the stream (its socket
+/// holds the rest) and sleeps until the consumer makes room — it does not spin on the input
+/// it is holding back.
+#[test]
+fn a_loop_whose_consumer_is_behind_sleeps_until_it_takes() {
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let (tx, mut events) = feedwire_mio::event_channel(4);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut sock, _) = listener.accept().unwrap();
+        feedwire_tests::scenarios::accept_upgrade(&mut sock);
+        let frame = feedwire_core::testing::server_frame(true, 1, br#"{"e":"x"}"#);
+        for _ in 0..100 {
+            sock.write_all(&frame).unwrap();
+        }
+        while matches!(sock.read(&mut [0; 512]), Ok(n) if n > 0) {}
+    });
+    let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+    config.timeouts.keepalive = None;
+    let (id, _) = feed.connect(config, Delivery::Channel(tx)).unwrap();
+    let turns = turns_in_a_second(&mut feed);
+    assert!(turns <= 20, "{turns} turns in a second with a full channel");
+    let (mut taken, deadline) = (0, Instant::now() + Duration::from_secs(20));
+    while taken < 100 {
+        assert!(Instant::now() < deadline, "{taken} of 100 messages");
+        feed.turn(Some(Duration::from_millis(50)), |_| {}).unwrap();
+        while let Ok(event) = events.try_recv() {
+            taken += usize::from(data(&event));
+        }
+    }
+    feed.stop(id);
+    drop(feed);
+    server.join().unwrap();
+}
+
+/// A read budget spent with input left: the next turn does not wait (for the next deadline,
+/// the idle sweep's a second on) before it reads on — nothing that arrived is held back.
+/// 256 KiB read 4 KiB a turn: 64 turns without a wait take milliseconds; waiting for the
+/// sweep each time, over a minute, and the 20 s bound fails.
+#[test]
+fn input_left_by_a_spent_read_budget_is_read_on_without_waiting() {
+    const MESSAGES: usize = 1300;
+    let options = MioOptions {
+        read_budget: 4096,
+        ..MioOptions::default()
+    };
+    let mut feed = MioLoop::new(options).unwrap();
+    let script = |sock: &mut std::net::TcpStream| {
+        use std::io::Write;
+        let payload = [b'7'; 200];
+        let frame = feedwire_core::testing::server_frame(true, 1, &payload);
+        let all: Vec<u8> = (0..MESSAGES).flat_map(|_| frame.iter().copied()).collect();
+        sock.write_all(&all).unwrap();
+    };
+    let (id, timeline, server) = hand_served(
+        &mut feed,
+        "/ws",
+        Duration::ZERO,
+        |c| c.ws.max_read_size = 4096,
+        script,
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while timeline.count(data) < MESSAGES {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {MESSAGES} messages",
+            timeline.count(data)
+        );
+        feed.turn(None, |_| {}).unwrap();
+    }
+    feed.stop(id);
+    drop(feed);
+    server.join().unwrap();
+}
