@@ -680,3 +680,34 @@ fn input_left_by_a_spent_read_budget_is_read_on_without_waiting() {
     drop(feed);
     server.join().unwrap();
 }
+
+/// A stream stopped while its addresses are on their way (the resolver reports through the
+/// loop's channel, even for an IP literal) and kept by events its consumer has not taken
+/// makes no connection when they arrive: a stopped stream must not connect.
+#[test]
+fn a_stream_stopped_before_its_addresses_came_makes_no_connection() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let (tx, mut events) = feedwire_mio::event_channel(1);
+    let config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+    let (id, _) = feed.connect(config, Delivery::Channel(tx)).unwrap();
+    feed.stop(id);
+    for _ in 0..3 {
+        feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
+    }
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("a stopped stream connected: {other:?}"),
+    }
+    // Its events still come: the stream ends closed.
+    let (mut closed, deadline) = (false, Instant::now() + Duration::from_secs(20));
+    while !closed {
+        assert!(Instant::now() < deadline, "no Closed");
+        feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
+        while let Ok(event) = events.try_recv() {
+            closed |= matches!(event, StreamEvent::Closed { .. });
+        }
+    }
+}
