@@ -103,6 +103,43 @@ fn dropping_the_last_handle_shuts_the_loop_down() {
     });
 }
 
+/// mio only: dropping the last handle returns once the loop has ended — its thread joined,
+/// its streams and their handlers dropped (a handler's drop that takes 100 ms has finished):
+/// what the streams held is released when the drop returns, not some time after.
+#[test]
+fn dropping_the_last_handle_waits_for_the_loop_to_end() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use feedwire_core::{StreamConfig, StreamEvent};
+    use feedwire_mio::{Delivery, Handler, LoopHandle, MioOptions};
+
+    struct SlowToDrop(Arc<AtomicBool>);
+    impl Handler for SlowToDrop {
+        fn on_event(&mut self, _: StreamEvent) {}
+    }
+    impl Drop for SlowToDrop {
+        fn drop(&mut self) {
+            std::thread::sleep(Duration::from_millis(100));
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("ws://{}/ws", listener.local_addr().unwrap());
+    let feed = LoopHandle::spawn(MioOptions::default()).unwrap();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let handler = Delivery::Handler(Box::new(SlowToDrop(dropped.clone())));
+    feed.connect(StreamConfig::binance_stream(&url), handler)
+        .unwrap();
+    drop(feed);
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the handler is still being dropped after the last handle"
+    );
+}
+
 /// Two streams on a loop, each open with its receiver kept, the first stopped; then
 /// `end(handle)`: each peer has read one Close (1000) and the end of the connection.
 fn streams_closed_by(end: impl FnOnce(feedwire_mio::LoopHandle)) {
