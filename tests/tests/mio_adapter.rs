@@ -103,6 +103,24 @@ fn dropping_the_last_handle_shuts_the_loop_down() {
     });
 }
 
+/// mio only: `shutdown` stops the loop whatever clones of its handle remain (dropping a
+/// handle only does when it is the last): the clones' calls then say the loop is gone.
+#[test]
+fn shutdown_ends_the_loop_for_every_clone_of_its_handle() {
+    use feedwire_core::StreamConfig;
+    use feedwire_mio::{Delivery, LoopError, LoopHandle, MioOptions};
+
+    let feed = LoopHandle::spawn(MioOptions::default()).unwrap();
+    let clone = feed.clone();
+    feed.shutdown();
+    let config = StreamConfig::binance_stream("ws://127.0.0.1:9/ws");
+    let delivery = Delivery::Channel(feedwire_mio::event_channel(8).0);
+    assert!(matches!(
+        clone.connect(config, delivery),
+        Err(LoopError::LoopGone)
+    ));
+}
+
 /// mio only: dropping the last handle returns once the loop has ended — its thread joined,
 /// its streams and their handlers dropped (a handler's drop that takes 100 ms has finished):
 /// what the streams held is released when the drop returns, not some time after.
