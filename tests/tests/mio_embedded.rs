@@ -711,3 +711,35 @@ fn a_stream_stopped_before_its_addresses_came_makes_no_connection() {
         }
     }
 }
+
+/// A consumer that has fallen behind (its channel full, events waiting in the loop) stops
+/// the stream's reads until it takes: the socket holds the rest, and the loop's memory does
+/// not grow by a read for every turn it makes meanwhile.
+#[test]
+fn a_stream_whose_consumer_is_behind_is_not_read() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(1_000_000),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let (tx, _events) = feedwire_mio::event_channel(4);
+    let (id, stats) = feed
+        .connect(
+            StreamConfig::binance_stream(&srv.url()),
+            Delivery::Channel(tx),
+        )
+        .unwrap();
+    let received = || stats.snapshot(Instant::now()).messages_received;
+    turn_until(&mut feed, "a first read", || received() > 4);
+    for _ in 0..3 {
+        feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
+    }
+    let held = received();
+    for _ in 0..20 {
+        feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
+    }
+    assert_eq!(received(), held, "read on while the consumer took nothing");
+    feed.stop(id);
+}
