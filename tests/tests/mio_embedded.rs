@@ -743,3 +743,25 @@ fn a_stream_whose_consumer_is_behind_is_not_read() {
     assert_eq!(received(), held, "read on while the consumer took nothing");
     feed.stop(id);
 }
+
+/// A signal delivered while the loop waits (a profiler's SIGPROF, the application's own
+/// handler) interrupts `epoll_wait`: that is a turn that found nothing, not an error — on
+/// its own thread the loop ends at an error, every stream with it.
+#[test]
+fn a_signal_during_the_wait_is_a_turn_that_found_nothing() {
+    use nix::sys::pthread::{pthread_kill, pthread_self};
+    use nix::sys::signal::Signal;
+
+    let caught = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, caught.clone()).unwrap();
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let waiting = pthread_self();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        pthread_kill(waiting, Signal::SIGUSR1).unwrap();
+    });
+    let turned = feed.turn(Some(Duration::from_secs(5)), |_| {});
+    sender.join().unwrap();
+    assert!(caught.load(Ordering::SeqCst), "the signal came");
+    assert!(matches!(turned, Ok(true)), "{turned:?}");
+}
