@@ -765,3 +765,49 @@ fn a_signal_during_the_wait_is_a_turn_that_found_nothing() {
     assert!(caught.load(Ordering::SeqCst), "the signal came");
     assert!(matches!(turned, Ok(true)), "{turned:?}");
 }
+
+/// A user token carries its number and the top bit; a stream's token (top bit clear) has no
+/// user number.
+#[test]
+fn user_tokens_round_trip_and_stream_tokens_are_not_users() {
+    for n in [0, 7, u32::MAX] {
+        assert_eq!(user_token_number(user_token(n)), Some(n));
+    }
+    assert_eq!(user_token_number(mio::Token(7)), None);
+    assert_eq!(user_token_number(mio::Token((3 << 32) | 7)), None);
+}
+
+/// `crash` ends the stream within the call: the handler has its `Crashed` when it returns,
+/// and the stream is gone from the loop.
+#[test]
+fn crash_ends_a_stream_within_the_call() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(10),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let timeline = Timeline::default();
+    let handler = Recorder {
+        timeline: timeline.clone(),
+        busy: Duration::ZERO,
+    };
+    let (id, _) = feed
+        .connect(
+            StreamConfig::binance_stream(&srv.url()),
+            Delivery::Handler(Box::new(handler)),
+        )
+        .unwrap();
+    turn_until(&mut feed, "the stream to open", || timeline.any(opened));
+    feed.crash(id, "enough");
+    assert!(
+        timeline.any(|e| matches!(e, StreamEvent::Crashed(_))),
+        "{:?}",
+        timeline.events()
+    );
+    assert!(matches!(
+        feed.subscribe(id, &["btcusdt@trade"]),
+        Err(feedwire_mio::LoopError::NoStream)
+    ));
+}

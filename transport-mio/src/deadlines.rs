@@ -125,6 +125,18 @@ mod tests {
     }
 
     #[test]
+    fn the_same_deadline_set_again_on_every_service_keeps_one_entry() {
+        // A fixed deadline (a keepalive's) on a stream serviced 10,000 times before it.
+        let at = std::time::Instant::now() + Duration::from_secs(30);
+        let mut deadlines = Deadlines::default();
+        let mut d = StreamDeadline::default();
+        for _ in 0..10_000 {
+            deadlines.set((0, 0), &mut d, Some(at));
+        }
+        assert_eq!(deadlines.len(), 1);
+    }
+
+    #[test]
     fn an_earlier_deadline_fires_at_its_time_and_the_stale_entry_does_not() {
         let t0 = std::time::Instant::now();
         let s = Duration::from_secs;
