@@ -811,3 +811,30 @@ fn crash_ends_a_stream_within_the_call() {
         Err(feedwire_mio::LoopError::NoStream)
     ));
 }
+
+/// The embedded loop's subscription calls act within the call: a subscribe and an
+/// unsubscribe change the stream's list, and unsubscribing a stream not subscribed is an
+/// error.
+#[test]
+fn subscriptions_change_within_the_embedded_calls() {
+    let srv = ReplayServer::start(ReplayConfig::new(Scenario::SmallAggTrade)).unwrap();
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let timeline = Timeline::default();
+    let handler = Recorder {
+        timeline: timeline.clone(),
+        busy: Duration::ZERO,
+    };
+    let (id, _) = feed
+        .connect(
+            StreamConfig::binance_stream(&srv.subscribe_url()),
+            Delivery::Handler(Box::new(handler)),
+        )
+        .unwrap();
+    turn_until(&mut feed, "the stream to open", || timeline.any(opened));
+    feed.subscribe(id, &["btcusdt@aggTrade", "ethusdt@aggTrade"])
+        .unwrap();
+    feed.unsubscribe(id, &["btcusdt@aggTrade"]).unwrap();
+    assert_eq!(feed.subscriptions(id).unwrap(), ["ethusdt@aggTrade"]);
+    assert!(feed.unsubscribe(id, &["btcusdt@aggTrade"]).is_err());
+    feed.stop(id);
+}
