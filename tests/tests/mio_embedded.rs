@@ -778,9 +778,9 @@ fn user_tokens_round_trip_and_stream_tokens_are_not_users() {
 }
 
 /// `crash` ends the stream within the call: the handler has its `Crashed` when it returns,
-/// and the stream is gone from the loop.
+/// and the stream is gone from the loop — every call for it says so.
 #[test]
-fn crash_ends_a_stream_within_the_call() {
+fn crash_ends_a_stream_within_the_call_and_calls_for_it_find_no_stream() {
     let srv = ReplayServer::start(ReplayConfig {
         count: Some(10),
         hold_open: true,
@@ -806,10 +806,33 @@ fn crash_ends_a_stream_within_the_call() {
         "{:?}",
         timeline.events()
     );
-    assert!(matches!(
-        feed.subscribe(id, &["btcusdt@trade"]),
-        Err(feedwire_mio::LoopError::NoStream)
-    ));
+    // Every call reaches the loop, which has no such stream any more.
+    let sub = || feedwire_core::BetfairSubscription {
+        filter_json: String::from("{}"),
+        data_filter_json: None,
+        heartbeat_ms: None,
+        conflate_ms: None,
+    };
+    let auth = feedwire_core::BetfairAuth {
+        app_key: String::from("key"),
+        session: String::from("token"),
+    };
+    for (call, result) in [
+        ("subscribe", feed.subscribe(id, &["btcusdt@trade"])),
+        ("unsubscribe", feed.unsubscribe(id, &["btcusdt@trade"])),
+        ("list_subscriptions", feed.list_subscriptions(id)),
+        ("subscriptions", feed.subscriptions(id).map(drop)),
+        ("subscribe_markets", feed.subscribe_markets(id, sub())),
+        ("subscribe_orders", feed.subscribe_orders(id, sub())),
+        ("set_betfair_auth", feed.set_betfair_auth(id, auth)),
+        ("send_text", feed.send_text(id, "{}")),
+        ("send_binary", feed.send_binary(id, b"{}")),
+    ] {
+        assert!(
+            matches!(result, Err(feedwire_mio::LoopError::NoStream)),
+            "{call}: {result:?}"
+        );
+    }
 }
 
 /// The embedded loop's subscription calls act within the call: a subscribe and an
