@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario};
 use feedwire_tests::scratch::ScratchDir;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 
 const BIN: &str = env!("CARGO_BIN_EXE_feedwire");
 
@@ -45,9 +47,9 @@ impl Running {
     }
 
     /// Sends it `signal`.
-    fn signal(&mut self, signal: nix::sys::signal::Signal) {
-        let pid = nix::unistd::Pid::from_raw(self.child().id() as i32);
-        nix::sys::signal::kill(pid, signal).expect("signal feedwire");
+    fn signal(&mut self, signal: Signal) {
+        let pid = Pid::from_raw(self.child().id() as i32);
+        kill(pid, signal).expect("signal feedwire");
     }
 
     /// Waits for it to end, reading its output as it comes (a full pipe would stall it);
@@ -62,10 +64,7 @@ impl Running {
         match rx.recv_timeout(limit) {
             Ok(out) => out.expect("output"),
             Err(_) => {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
                 panic!("feedwire did not finish within {limit:?}");
             }
         }
@@ -366,8 +365,6 @@ fn errors_name_what_went_wrong() {
 
 #[test]
 fn sigterm_stops_gracefully() {
-    use nix::sys::signal::Signal;
-
     let srv = ReplayServer::start(ReplayConfig {
         count: Some(100_000_000),
         mode: feedwire_replay::Mode::Paced { per_sec: 1000 },
@@ -407,8 +404,6 @@ fn every_command_has_help_with_examples() {
 
 #[test]
 fn replay_server_serves_until_interrupted_and_writes_its_ca() {
-    use nix::sys::signal::Signal;
-
     let dir = ScratchDir::new("cli-replay");
     let mut server = Running::start(
         &["replay-server", "--port", "0", "--tls", "--count", "500"],
@@ -449,8 +444,6 @@ fn replay_server_serves_until_interrupted_and_writes_its_ca() {
 
 #[test]
 fn ctrl_c_stops_the_demo_and_still_prints_the_summary() {
-    use nix::sys::signal::Signal;
-
     let mut demo = Running::start(&["demo", "--rate", "2000"], None);
     let mut out = demo.stdout();
     let mut line = String::new();

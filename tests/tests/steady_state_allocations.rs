@@ -3,11 +3,11 @@
 //! event loops, its own wake-up (a paced feed, as most production streams are). The core fed
 //! one frame per read, the mio loop and the tokio adapter each fed by a server that writes
 //! one frame per millisecond, each lending to a handler and delivering to its event channel
-//! (a batch of events a read, the emptied batch reused). Allocations are counted process-wide (`stats_alloc`), so this
-//! binary has no test harness (`harness = false`): libtest's own threads spawn tests and
-//! report results while a test runs, and those allocations landed in the count. `main` runs
-//! the checks one after another, and nothing else allocates meanwhile (the server writes
-//! pre-encoded frames from a plain thread).
+//! (a batch of events a read, the emptied batch reused). Allocations are counted
+//! process-wide (`stats_alloc`), so this binary has no test harness (`harness = false`):
+//! libtest's own threads spawn tests and report results while a test runs, and those
+//! allocations landed in the count. `main` runs the checks one after another, and nothing
+//! else allocates meanwhile (the server writes pre-encoded frames from a plain thread).
 
 use std::alloc::System;
 use std::io::{Read, Write};
