@@ -781,6 +781,23 @@ fn user_tokens_round_trip_and_stream_tokens_are_not_users() {
     assert_eq!(user_token_number(mio::Token((3 << 32) | 7)), None);
 }
 
+/// A Binance stream to `url` on `feed`, its events recorded; returned once it is open.
+fn open_recorded(feed: &mut MioLoop, url: &str) -> (StreamId, Timeline) {
+    let timeline = Timeline::default();
+    let handler = Recorder {
+        timeline: timeline.clone(),
+        busy: Duration::ZERO,
+    };
+    let (id, _) = feed
+        .connect(
+            StreamConfig::binance_stream(url),
+            Delivery::Handler(Box::new(handler)),
+        )
+        .unwrap();
+    turn_until(feed, "the stream to open", || timeline.any(opened));
+    (id, timeline)
+}
+
 /// `crash` ends the stream within the call: the handler has its `Crashed` when it returns,
 /// and the stream is gone from the loop — every call for it says so.
 #[test]
@@ -792,18 +809,7 @@ fn crash_ends_a_stream_within_the_call_and_calls_for_it_find_no_stream() {
     })
     .unwrap();
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
-    let timeline = Timeline::default();
-    let handler = Recorder {
-        timeline: timeline.clone(),
-        busy: Duration::ZERO,
-    };
-    let (id, _) = feed
-        .connect(
-            StreamConfig::binance_stream(&srv.url()),
-            Delivery::Handler(Box::new(handler)),
-        )
-        .unwrap();
-    turn_until(&mut feed, "the stream to open", || timeline.any(opened));
+    let (id, timeline) = open_recorded(&mut feed, &srv.url());
     feed.crash(id, "enough");
     assert!(
         timeline.any(|e| matches!(e, StreamEvent::Crashed(_))),
@@ -846,18 +852,7 @@ fn crash_ends_a_stream_within_the_call_and_calls_for_it_find_no_stream() {
 fn subscriptions_change_within_the_embedded_calls() {
     let srv = ReplayServer::start(ReplayConfig::new(Scenario::SmallAggTrade)).unwrap();
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
-    let timeline = Timeline::default();
-    let handler = Recorder {
-        timeline: timeline.clone(),
-        busy: Duration::ZERO,
-    };
-    let (id, _) = feed
-        .connect(
-            StreamConfig::binance_stream(&srv.subscribe_url()),
-            Delivery::Handler(Box::new(handler)),
-        )
-        .unwrap();
-    turn_until(&mut feed, "the stream to open", || timeline.any(opened));
+    let (id, _) = open_recorded(&mut feed, &srv.subscribe_url());
     feed.subscribe(id, &["btcusdt@aggTrade", "ethusdt@aggTrade"])
         .unwrap();
     feed.unsubscribe(id, &["btcusdt@aggTrade"]).unwrap();
