@@ -76,10 +76,66 @@ pub fn raise_open_files(wanted: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, Instant};
+
     use nix::sched::{sched_getaffinity, CpuSet};
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
     use nix::unistd::Pid;
 
-    use super::pin_to_cpu;
+    use super::{cpu_time, cpu_times, peak_rss_bytes, pin_to_cpu, raise_open_files, rss_bytes};
+
+    #[test]
+    fn cpu_time_counts_user_and_system_time() {
+        let (user0, system0) = cpu_times();
+        let before = cpu_time();
+        // 30 ms of CPU or more, in user space and in the kernel (faulting fresh pages in);
+        // bounded by wall time, 10 s.
+        let started = Instant::now();
+        let mut x = 0u64;
+        loop {
+            let (user, system) = cpu_times();
+            if user > user0 && system > system0 && cpu_time() >= before + Duration::from_millis(30)
+            {
+                break;
+            }
+            for i in 0..100_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
+            drop(std::hint::black_box(vec![1u8; 4 << 20]));
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "CPU time stands still"
+            );
+        }
+        let (user, system) = cpu_times();
+        assert!(user > user0 && system > system0, "{user:?} {system:?}");
+        let total = cpu_time();
+        assert!(total >= user + system && total >= before + Duration::from_millis(30));
+    }
+
+    #[test]
+    fn resident_memory_grows_with_touched_pages() {
+        let before = rss_bytes();
+        assert!(before > 1 << 20 && before % 1024 == 0, "{before}");
+        let touched = vec![1u8; 64 << 20];
+        let during = rss_bytes();
+        assert!(during >= before + (60 << 20), "{before} → {during}");
+        assert!(peak_rss_bytes() >= during);
+        drop(std::hint::black_box(touched));
+    }
+
+    #[test]
+    fn open_files_are_raised_up_to_the_hard_limit_never_lowered() {
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        setrlimit(Resource::RLIMIT_NOFILE, 512, hard).unwrap();
+        assert_eq!(raise_open_files(100), 512, "not lowered");
+        assert_eq!(raise_open_files(600), 600);
+        assert_eq!(getrlimit(Resource::RLIMIT_NOFILE).unwrap(), (600, hard));
+        if hard < u64::MAX {
+            assert_eq!(raise_open_files(hard + 1), hard, "capped at the hard limit");
+        }
+        setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
+    }
 
     #[test]
     fn pinning_keeps_the_thread_and_its_children_to_one_cpu() {

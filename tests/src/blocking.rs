@@ -2,10 +2,14 @@
 //! interop tests.
 
 use std::io::{self, ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use feedwire_core::{os_seed, Error, Event, SendError, WebSocketClient, WsConfig};
+use bytes::Bytes;
+use feedwire_core::rustls::RootCertStore;
+use feedwire_core::{
+    os_seed, tls_config_with_roots, Error, Event, SendError, TlsSession, WebSocketClient, WsConfig,
+};
 
 /// A connected client on a blocking socket.
 #[derive(Debug)]
@@ -102,5 +106,50 @@ impl BlockingClient {
     /// The failure that ended the connection, if any.
     pub fn error(&self) -> Option<&Error> {
         self.ws.error()
+    }
+}
+
+/// The messages of a `wss://` stream at `url` (served at `addr`, its certificate signed by a
+/// CA in `roots`), driven on a blocking socket through the shared TLS layer. Sleeps for `lag`
+/// before every read (a reader that falls behind); returns after `until` messages or at the
+/// end. Panics on a transport or TLS error: a test's driver.
+pub fn tls_messages(
+    url: &str,
+    addr: SocketAddr,
+    roots: RootCertStore,
+    until: usize,
+    lag: Duration,
+) -> Vec<Bytes> {
+    let mut ws = WebSocketClient::new(url, WsConfig::default(), os_seed()).unwrap();
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), &ws.endpoint().host).unwrap();
+    let mut sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut msgs = Vec::new();
+    loop {
+        while let Some(c) = ws.poll_transmit() {
+            tls.write_plaintext(&c);
+        }
+        while let Some(c) = tls.poll_transmit() {
+            sock.write_all(&c).unwrap();
+        }
+        while let Some(e) = ws.poll_event() {
+            match e {
+                Event::Message(m) => msgs.push(m.payload),
+                Event::Closed { .. } | Event::Failed(_) => return msgs,
+                _ => {}
+            }
+        }
+        if msgs.len() >= until {
+            return msgs;
+        }
+        std::thread::sleep(lag);
+        match sock.read(tls.read_buf()).unwrap() {
+            0 => {
+                let _ = tls.handle_eof(&mut ws);
+                ws.handle_eof();
+            }
+            n => tls.handle_read(n, &mut ws).unwrap(),
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod adapter;
 pub mod blocking;
+pub mod checks;
 pub mod loop_reentry;
 pub mod peer;
 pub mod scenarios;

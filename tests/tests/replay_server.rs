@@ -9,10 +9,10 @@ use bytes::Bytes;
 use feedwire_core::{
     os_seed, tls_config_with_roots, BetfairAuth, BetfairSubscription, CloseInitiator, EndReason,
     Error, Event, HandshakeError, Stream, StreamConfig, StreamEvent, StreamInput, TlsSession,
-    TransportCommand, WebSocketClient, WsConfig,
+    TransportCommand, WsConfig,
 };
 use feedwire_replay::{Fault, Mode, ReplayConfig, ReplayServer, Scenario};
-use feedwire_tests::blocking::BlockingClient;
+use feedwire_tests::blocking::{tls_messages, BlockingClient};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -128,41 +128,8 @@ fn reset_is_a_transport_error_after_the_complete_messages() {
     );
 }
 
-/// A blocking TLS driver: the engine behind the shared TLS layer. Sleeps for `lag` before
-/// every read (a reader that falls behind); returns after `until` messages or the end.
-fn tls_websocket_messages(srv: &ReplayServer, until: usize, lag: Duration) -> Vec<Bytes> {
-    let roots = srv.pki().unwrap().root_store();
-    let mut ws = WebSocketClient::new(&srv.url(), WsConfig::default(), os_seed()).unwrap();
-    let mut tls = TlsSession::new(tls_config_with_roots(roots), &ws.endpoint().host).unwrap();
-    let mut sock = TcpStream::connect(srv.addr()).unwrap();
-    sock.set_read_timeout(Some(TIMEOUT)).unwrap();
-    let mut msgs = Vec::new();
-    loop {
-        while let Some(c) = ws.poll_transmit() {
-            tls.write_plaintext(&c);
-        }
-        while let Some(c) = tls.poll_transmit() {
-            sock.write_all(&c).unwrap();
-        }
-        while let Some(e) = ws.poll_event() {
-            match e {
-                Event::Message(m) => msgs.push(m.payload),
-                Event::Closed { .. } | Event::Failed(_) => return msgs,
-                _ => {}
-            }
-        }
-        if msgs.len() >= until {
-            return msgs;
-        }
-        std::thread::sleep(lag);
-        match sock.read(tls.read_buf()).unwrap() {
-            0 => {
-                let _ = tls.handle_eof(&mut ws);
-                ws.handle_eof();
-            }
-            n => tls.handle_read(n, &mut ws).unwrap(),
-        }
-    }
+fn roots_of(srv: &ReplayServer) -> feedwire_core::rustls::RootCertStore {
+    srv.pki().unwrap().root_store()
 }
 
 #[test]
@@ -174,7 +141,13 @@ fn websocket_over_tls_with_the_startup_ca() {
     })
     .unwrap();
     assert!(srv.url().starts_with("wss://127.0.0.1:"));
-    let msgs = tls_websocket_messages(&srv, usize::MAX, Duration::ZERO);
+    let msgs = tls_messages(
+        &srv.url(),
+        srv.addr(),
+        roots_of(&srv),
+        usize::MAX,
+        Duration::ZERO,
+    );
     assert_eq!(msgs.len(), 3_000);
     assert!(msgs.iter().enumerate().all(|(i, m)| m == srv.payload(i)));
 }
@@ -196,7 +169,13 @@ fn tls_firehose_held_open_delivers_the_last_messages_to_a_slow_reader() {
             ..ReplayConfig::new(Scenario::LargeDepth20)
         })
         .unwrap();
-        let msgs = tls_websocket_messages(&srv, count, Duration::from_millis(1));
+        let msgs = tls_messages(
+            &srv.url(),
+            srv.addr(),
+            roots_of(&srv),
+            count,
+            Duration::from_millis(1),
+        );
         assert_eq!(msgs.len(), count);
     }
 }

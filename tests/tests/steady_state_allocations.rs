@@ -6,8 +6,9 @@
 //! (a batch of events a read, the emptied batch reused). Allocations are counted
 //! process-wide (`stats_alloc`), so this binary has no test harness (`harness = false`):
 //! libtest's own threads spawn tests and report results while a test runs, and those
-//! allocations landed in the count. `main` runs the checks one after another, and nothing
-//! else allocates meanwhile (the server writes pre-encoded frames from a plain thread).
+//! allocations landed in the count. `main` runs the checks one after another (or the one
+//! nextest names, a process each), and nothing else allocates meanwhile (the server writes
+//! pre-encoded frames from a plain thread).
 
 use std::alloc::System;
 use std::io::{Read, Write};
@@ -115,23 +116,7 @@ fn main() {
             the_tokio_event_channel_allocates_nothing_per_batch,
         ),
     ];
-    // `cargo test -- NAME` filters as libtest would; flags (`--nocapture`, …) are ignored.
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    for (name, check) in checks {
-        if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
-            check();
-            #[allow(
-                clippy::print_stdout,
-                reason = "without libtest, the binary reports each check itself"
-            )]
-            {
-                println!("test {name} ... ok");
-            }
-        }
-    }
+    feedwire_tests::checks::run(&checks);
 }
 
 fn the_core_allocates_nothing_per_message_read_alone() {
