@@ -437,10 +437,14 @@ fn data(e: &StreamEvent) -> bool {
     matches!(e, StreamEvent::Data { .. })
 }
 
-/// A server script: waits for `go`, writes `frames` small messages, optionally ends its side
-/// (a FIN, no Close), then says so on `done`.
+/// A small message's payload.
+const SMALL: &[u8] = br#"{"e":"x"}"#;
+
+/// A server script: waits for `go`, writes `frames` messages of `payload`, optionally ends
+/// its side (a FIN, no Close), then says so on `done`.
 fn write_on_go(
     frames: usize,
+    payload: &'static [u8],
     end: bool,
 ) -> (
     std::sync::mpsc::Sender<()>,
@@ -453,7 +457,7 @@ fn write_on_go(
     let (done, done_rx) = std::sync::mpsc::channel::<()>();
     let script = move |sock: &mut std::net::TcpStream| {
         go_rx.recv().unwrap();
-        let frame = feedwire_core::testing::server_frame(true, 1, br#"{"e":"x"}"#);
+        let frame = feedwire_core::testing::server_frame(true, 1, payload);
         for _ in 0..frames {
             sock.write_all(&frame).unwrap();
         }
@@ -472,7 +476,7 @@ fn write_on_go(
 #[test]
 fn a_peers_end_that_came_with_its_last_messages_is_seen_in_the_same_turn() {
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
-    let (go, written, script) = write_on_go(3, true);
+    let (go, written, script) = write_on_go(3, SMALL, true);
     let (id, timeline, server) = hand_served(&mut feed, "/ws", Duration::ZERO, |_| {}, script);
     turn_until(&mut feed, "the stream to open", || timeline.any(opened));
     go.send(()).unwrap();
@@ -538,8 +542,8 @@ fn a_timers_events_come_with_the_turn_that_fired_it() {
 fn streams_serviced_in_one_turn_are_stamped_with_their_own_service_time() {
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
     let busy = Duration::from_millis(5);
-    let (go_a, written_a, script_a) = write_on_go(1, false);
-    let (go_b, written_b, script_b) = write_on_go(1, false);
+    let (go_a, written_a, script_a) = write_on_go(1, SMALL, false);
+    let (go_b, written_b, script_b) = write_on_go(1, SMALL, false);
     let (a, timeline_a, server_a) = hand_served(&mut feed, "/ws", busy, |_| {}, script_a);
     let (b, timeline_b, server_b) = hand_served(&mut feed, "/ws", busy, |_| {}, script_b);
     turn_until(&mut feed, "both streams to open", || {
@@ -577,6 +581,52 @@ fn streams_serviced_in_one_turn_are_stamped_with_their_own_service_time() {
     drop(feed);
     server_a.join().unwrap();
     server_b.join().unwrap();
+}
+
+/// A stream's reads within one service after its first are each stamped when they were
+/// read: a message read after a slow handler returned is not dated at the service's start
+/// (the first read is; a wake-up for one message reads the clock once).
+#[test]
+fn each_further_read_of_a_service_is_stamped_when_it_was_read() {
+    static LARGE: [u8; 3000] = [b'x'; 3000];
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    // 72 KB in the socket at once, read 4 KiB at a time, all in one service (the read
+    // budget is 1 MiB); each message's handler takes 5 ms.
+    let (go, written, script) = write_on_go(24, &LARGE, false);
+    let (id, timeline, server) = hand_served(
+        &mut feed,
+        "/ws",
+        Duration::from_millis(5),
+        |c| c.ws.max_read_size = 4096,
+        script,
+    );
+    turn_until(&mut feed, "the stream to open", || timeline.any(opened));
+    go.send(()).unwrap();
+    written.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    feed.turn(Some(Duration::from_secs(5)), |_| {}).unwrap();
+    let messages: Vec<(Instant, Instant)> = timeline
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(e, _, returned)| match e {
+            StreamEvent::Data { received, .. } => Some((*received, *returned)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(messages.len(), 24, "one turn: {:?}", timeline.events());
+    let (_, first_returned) = messages[0];
+    let (last_received, _) = messages[23];
+    assert!(
+        last_received >= first_returned,
+        "the last message, read reads after the first, is dated {:?} before the first's \
+         handler returned",
+        first_returned - last_received
+    );
+    feed.stop(id);
+    drop(feed);
+    server.join().unwrap();
 }
 
 /// A loop with nothing to do sleeps until its next deadline or `max_wait`: an idle
@@ -617,7 +667,7 @@ fn a_loop_whose_consumer_is_behind_sleeps_until_it_takes() {
         use std::io::{Read, Write};
         let (mut sock, _) = listener.accept().unwrap();
         feedwire_tests::scenarios::accept_upgrade(&mut sock);
-        let frame = feedwire_core::testing::server_frame(true, 1, br#"{"e":"x"}"#);
+        let frame = feedwire_core::testing::server_frame(true, 1, SMALL);
         for _ in 0..100 {
             sock.write_all(&frame).unwrap();
         }

@@ -87,7 +87,11 @@ fn a_child_serves_what_it_was_given_and_ends_when_dropped() {
     let (msgs, end) = plain_messages(child.url(), TIMEOUT);
     assert_eq!(msgs, Scenario::MediumKline.payloads(9)[..50]);
     assert!(matches!(end, Ok(Event::Closed { .. })), "{end:?}");
+    let pid = replay_child_pid();
     drop(child);
+    // Waited for, not left running or a zombie: its `/proc` entry goes when it is reaped.
+    let proc_entry = std::path::PathBuf::from(format!("/proc/{pid}"));
+    assert!(!proc_entry.exists(), "the child was reaped");
     let after = TcpStream::connect(("127.0.0.1", port)).map(|_| ());
     assert_eq!(
         after.map_err(|e| e.kind()),

@@ -121,6 +121,40 @@ fn binance_payloads_have_their_streams_shapes() {
     }
 }
 
+/// The number at `pointer` in each of `scenario`'s payloads, in order.
+fn numbers(scenario: Scenario, pointer: &str) -> Vec<u64> {
+    let payloads = scenario.payloads(1);
+    let at = |p: &Bytes| json(p).pointer(pointer).and_then(Value::as_u64);
+    payloads
+        .iter()
+        .map(|p| at(p).unwrap_or_else(|| panic!("{pointer} in {}", scenario.name())))
+        .collect()
+}
+
+/// Event times are November 2023 on, and a stream's ids and times step forward payload by
+/// payload by the documented amounts.
+#[test]
+fn times_and_ids_advance_from_payload_to_payload() {
+    const T0: u64 = 1_700_000_000_000;
+    for (scenario, pointer, start, step) in [
+        (Scenario::SmallAggTrade, "/data/E", T0, 1),
+        (Scenario::SmallAggTrade, "/data/a", 1_000_000, 1),
+        (Scenario::SmallAggTrade, "/data/f", 2_000_000, 1),
+        (Scenario::MediumKline, "/data/E", T0, 60_000),
+        (Scenario::MediumKline, "/data/k/f", 100, 1),
+        (Scenario::MediumKline, "/data/k/L", 200, 1),
+        (Scenario::LargeDepth20, "/data/lastUpdateId", 160_000_000, 1),
+        (Scenario::XlargeDepthDiff, "/data/E", T0, 1),
+        (Scenario::XlargeDepthDiff, "/data/U", 160_000_000, 2),
+        (Scenario::HugeTickerArr, "/data/0/E", T0, 1),
+        (Scenario::BetfairMcm, "/pt", T0, 1),
+    ] {
+        let got = numbers(scenario, pointer);
+        let want: Vec<u64> = (0..got.len() as u64).map(|i| start + i * step).collect();
+        assert_eq!(got, want, "{} {pointer}", scenario.name());
+    }
+}
+
 #[test]
 fn the_mix_is_weighted_as_documented() {
     let payloads = Scenario::MultiplexMix.payloads(1);
@@ -247,6 +281,11 @@ fn names_and_counts_are_the_documented_ones() {
         assert_eq!(Scenario::from_name(name), Some(scenario));
         assert_eq!(scenario.default_count(), count, "{name}");
         assert_eq!(scenario.is_lines(), name == "betfair_mcm", "{name}");
+        assert_eq!(
+            scenario.opens_once(),
+            name == "betfair_mcm",
+            "{name}: its image"
+        );
     }
     assert_eq!(Scenario::from_name("no_such_scenario"), None);
 }

@@ -108,6 +108,33 @@ mod tests {
     }
 
     #[test]
+    fn a_stale_id_removes_nothing_and_generations_wrap_within_31_bits() {
+        let mut s = Slab::default();
+        let mut stale = Vec::new();
+        for i in 0..100 {
+            let id = s.insert(i);
+            for old in &stale {
+                assert!(s.remove(*old).is_none(), "{old:?} removed {id:?}'s entry");
+                assert!(s.get_mut(*old).is_none());
+            }
+            assert_eq!(s.remove(id), Some(i));
+            stale.push(id);
+        }
+        let generations: std::collections::HashSet<u32> =
+            stale.iter().map(|id| id.generation).collect();
+        assert_eq!(
+            generations.len(),
+            stale.len(),
+            "each use of the slot its own"
+        );
+        // At the last 31-bit generation the next is 0 again, never a token's top bit.
+        let id = s.insert(0);
+        s.slots[id.index as usize].0 = GENERATION_MASK;
+        assert_eq!(s.remove(s.id(id.index, GENERATION_MASK)), Some(0));
+        assert_eq!(s.insert(1).generation, 0);
+    }
+
+    #[test]
     fn an_id_from_another_slab_reaches_nothing() {
         let (mut one, mut other) = (Slab::default(), Slab::default());
         let a = one.insert("a");
