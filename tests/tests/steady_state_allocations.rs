@@ -38,8 +38,9 @@ const MEASURED: u64 = 300;
 
 const PAYLOAD: &[u8] = br#"{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","E":1700000000000,"s":"BTCUSDT","a":1,"p":"43000.10","q":"0.010","f":1,"l":1,"T":1700000000000,"m":true,"M":false}}"#;
 
-fn url(addr: SocketAddr) -> String {
-    format!("ws://{addr}/stream?streams=btcusdt@aggTrade")
+fn url(addr: SocketAddr, tls: bool) -> String {
+    let scheme = if tls { "wss" } else { "ws" };
+    format!("{scheme}://{addr}/stream?streams=btcusdt@aggTrade")
 }
 
 /// Counts lent messages; no allocation.
@@ -129,7 +130,7 @@ fn paced_server(
 }
 
 fn main() {
-    let checks: [(&str, fn()); 6] = [
+    let checks: [(&str, fn()); 7] = [
         (
             "the_core_allocates_nothing_per_message_read_alone",
             the_core_allocates_nothing_per_message_read_alone,
@@ -149,6 +150,10 @@ fn main() {
         (
             "the_tokio_adapter_allocates_nothing_per_wake_up",
             the_tokio_adapter_allocates_nothing_per_wake_up,
+        ),
+        (
+            "the_tokio_adapter_allocates_nothing_of_its_own_per_wake_up_over_tls",
+            the_tokio_adapter_allocates_nothing_of_its_own_per_wake_up_over_tls,
         ),
         (
             "the_tokio_event_channel_allocates_nothing_per_batch",
@@ -237,10 +242,7 @@ fn mio_allocations<H: DataHandler + Send + 'static>(
         tls: tls.map(|pki| tls_config_with_roots(pki.root_store())),
         ..MioOptions::default()
     };
-    let mut url = url(addr);
-    if tls.is_some() {
-        url.replace_range(..2, "wss");
-    }
+    let url = url(addr, tls.is_some());
     let mut feed = MioLoop::<H>::lending_to(options).expect("loop");
     let (id, _) = feed
         .connect(StreamConfig::binance_stream(&url), delivery)
@@ -267,7 +269,41 @@ fn mio_allocations<H: DataHandler + Send + 'static>(
 }
 
 fn the_tokio_adapter_allocates_nothing_per_wake_up() {
-    let (addr, server) = paced_server(WARM_UP + MEASURED, Duration::from_millis(1), None);
+    let allocations = tokio_allocations(None);
+    assert_rare(allocations.count, allocations.apart, "messages read apart");
+}
+
+/// Over TLS, nothing of its own: see the mio loop's check for rustls's one per record.
+fn the_tokio_adapter_allocates_nothing_of_its_own_per_wake_up_over_tls() {
+    let pki = TestPki::generate().expect("test CA");
+    let allocations = tokio_allocations(Some(&pki));
+    let records = usize::try_from(MEASURED).expect("count");
+    assert_rare(
+        allocations.count.saturating_sub(records),
+        allocations.apart,
+        "messages read apart",
+    );
+}
+
+/// Allocations over [`MEASURED`] messages, and how many of them were read apart.
+struct Counted {
+    count: usize,
+    apart: u64,
+}
+
+/// The tokio adapter reading a paced server's messages (over TLS with `tls`'s certificate)
+/// into a lending handler on a current-thread runtime.
+fn tokio_allocations(tls: Option<&TestPki>) -> Counted {
+    let (addr, server) = paced_server(
+        WARM_UP + MEASURED,
+        Duration::from_millis(1),
+        tls.map(TestPki::server_config),
+    );
+    let options = feedwire_tokio::TokioOptions {
+        tls: tls.map(|pki| tls_config_with_roots(pki.root_store())),
+        ..feedwire_tokio::TokioOptions::default()
+    };
+    let url = url(addr, tls.is_some());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -284,12 +320,9 @@ fn the_tokio_adapter_allocates_nothing_per_wake_up() {
         last: None,
     };
     let allocations = rt.block_on(async move {
-        let handle = feedwire_tokio::connect_lending(
-            StreamConfig::binance_stream(&url(addr)),
-            feedwire_tokio::TokioOptions::default(),
-            handler,
-        )
-        .expect("connect");
+        let handle =
+            feedwire_tokio::connect_lending(StreamConfig::binance_stream(&url), options, handler)
+                .expect("connect");
         tokio::time::timeout(Duration::from_secs(20), warm_rx)
             .await
             .expect("warm-up in time")
@@ -304,13 +337,12 @@ fn the_tokio_adapter_allocates_nothing_per_wake_up() {
         change.allocations + change.reallocations
     });
     assert!(seen.load(Ordering::Relaxed) >= WARM_UP + MEASURED);
-    assert_rare(
-        allocations,
-        apart.load(Ordering::Relaxed),
-        "messages read apart",
-    );
     drop(rt);
     server.join().expect("server");
+    Counted {
+        count: allocations,
+        apart: apart.load(Ordering::Relaxed),
+    }
 }
 
 /// The tokio adapter's event channel: each read's events go to the application as a batch,
@@ -324,7 +356,7 @@ fn the_tokio_event_channel_allocates_nothing_per_batch() {
         .expect("runtime");
     let (allocations, apart) = rt.block_on(async move {
         let (handle, mut events) = feedwire_tokio::connect(
-            StreamConfig::binance_stream(&url(addr)),
+            StreamConfig::binance_stream(&url(addr, false)),
             feedwire_tokio::TokioOptions::default(),
         )
         .expect("connect");
