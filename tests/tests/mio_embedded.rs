@@ -763,10 +763,14 @@ fn a_stream_stopped_before_its_addresses_came_makes_no_connection() {
 }
 
 /// A consumer that has fallen behind (its channel full, events waiting in the loop) stops
-/// the stream's reads until it takes: the socket holds the rest, and the loop's memory does
-/// not grow by a read for every turn it makes meanwhile.
+/// the stream's reads until it takes — from the read that found it behind on, not only from
+/// the next turn: the socket holds the rest, and the loop holds at most one read's events,
+/// not a read budget's (1 MiB) nor a read's more for every turn it makes meanwhile.
 #[test]
 fn a_stream_whose_consumer_is_behind_is_not_read() {
+    const MAX_READ: usize = 16 * 1024;
+    /// Bytes of the smallest `small_aggtrade` message, at least.
+    const MIN_MESSAGE: usize = 150;
     let srv = ReplayServer::start(ReplayConfig {
         count: Some(1_000_000),
         hold_open: true,
@@ -775,12 +779,9 @@ fn a_stream_whose_consumer_is_behind_is_not_read() {
     .unwrap();
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
     let (tx, _events) = feedwire_mio::event_channel(4);
-    let (id, stats) = feed
-        .connect(
-            StreamConfig::binance_stream(&srv.url()),
-            Delivery::Channel(tx),
-        )
-        .unwrap();
+    let mut config = StreamConfig::binance_stream(&srv.url());
+    config.ws.max_read_size = MAX_READ;
+    let (id, stats) = feed.connect(config, Delivery::Channel(tx)).unwrap();
     let received = || stats.snapshot(Instant::now()).messages_received;
     // The channel holds four events (Connecting, Opened, two messages): a third message
     // waits in the loop, and from then on nothing is read.
@@ -791,6 +792,11 @@ fn a_stream_whose_consumer_is_behind_is_not_read() {
         feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
     }
     let held = received();
+    let one_read = (MAX_READ / MIN_MESSAGE) as u64;
+    assert!(
+        held <= 2 + one_read,
+        "{held} messages read for a channel of four: more than one read after it filled"
+    );
     for _ in 0..20 {
         feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
     }

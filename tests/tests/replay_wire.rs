@@ -1,0 +1,245 @@
+//! The replay server's side of the wire, byte by byte from a raw socket: client frames parsed
+//! whatever their length encoding and however their headers are split across reads,
+//! unmasked client frames refused, and upgrades refused with Binance's real responses.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use feedwire_core::apply_mask;
+use feedwire_replay::{Fault, ReplayConfig, ReplayServer, Scenario};
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A bare `/ws` endpoint that sends nothing but its answers (no messages, held open).
+fn answering_server() -> ReplayServer {
+    ReplayServer::start(ReplayConfig {
+        count: Some(0),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap()
+}
+
+fn connect(srv: &ReplayServer) -> TcpStream {
+    let sock = TcpStream::connect(srv.addr()).unwrap();
+    sock.set_read_timeout(Some(TIMEOUT)).unwrap();
+    sock.set_nodelay(true).unwrap();
+    sock
+}
+
+/// Sends an upgrade request for `path`; returns the whole response as text.
+fn upgrade(sock: &mut TcpStream, path: &str) -> String {
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    sock.write_all(request.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !response.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = sock.read(&mut buf).unwrap();
+        assert!(n > 0, "closed during the upgrade");
+        response.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8(response).unwrap()
+}
+
+/// A masked client frame (FIN set), its length in the shortest encoding.
+fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x80 | opcode];
+    match payload.len() {
+        n @ 0..=125 => out.push(0x80 | n as u8),
+        n @ 126..=0xFFFF => {
+            out.push(0x80 | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(0x80 | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    let key = [0x37, 0xfa, 0x21, 0x3d];
+    out.extend_from_slice(&key);
+    let mut masked = payload.to_vec();
+    apply_mask(&mut masked, key, 0);
+    out.extend_from_slice(&masked);
+    out
+}
+
+/// Writes `frame` in two pieces, the first `split` bytes alone, so the server reads its
+/// header incomplete.
+fn write_split(sock: &mut TcpStream, frame: &[u8], split: usize) {
+    sock.write_all(&frame[..split]).unwrap();
+    sock.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    sock.write_all(&frame[split..]).unwrap();
+}
+
+/// Reads server frames until a text frame ending with `"id":{id}}`; returns its text.
+fn answer(sock: &mut TcpStream, id: u32, buf: &mut Vec<u8>) -> String {
+    let end = format!("\"id\":{id}}}");
+    loop {
+        while let Some((opcode, payload, used)) = server_frame(buf) {
+            buf.drain(..used);
+            let text = String::from_utf8(payload).unwrap();
+            if opcode == 1 && text.ends_with(&end) {
+                return text;
+            }
+        }
+        let mut chunk = [0u8; 16 * 1024];
+        let n = sock.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before the answer to {id}");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The first complete unmasked frame in `buf`: opcode, payload, bytes used.
+fn server_frame(buf: &[u8]) -> Option<(u8, Vec<u8>, usize)> {
+    let (&b0, &b1) = (buf.first()?, buf.get(1)?);
+    assert_eq!(b1 & 0x80, 0, "a server frame is not masked");
+    let (len, at) = match b1 & 0x7F {
+        126 => (
+            usize::from(u16::from_be_bytes([*buf.get(2)?, *buf.get(3)?])),
+            4,
+        ),
+        127 => (
+            usize::try_from(u64::from_be_bytes(buf.get(2..10)?.try_into().unwrap())).unwrap(),
+            10,
+        ),
+        n => (usize::from(n), 2),
+    };
+    let payload = buf.get(at..at + len)?.to_vec();
+    Some((b0 & 0x0F, payload, at + len))
+}
+
+fn subscribe(streams: &[String], id: u32) -> Vec<u8> {
+    let params: Vec<String> = streams.iter().map(|s| format!("\"{s}\"")).collect();
+    format!(
+        "{{\"method\":\"SUBSCRIBE\",\"params\":[{}],\"id\":{id}}}",
+        params.join(",")
+    )
+    .into_bytes()
+}
+
+#[test]
+fn client_frames_of_every_length_encoding_are_parsed_however_split() {
+    let srv = answering_server();
+    let mut sock = connect(&srv);
+    assert!(upgrade(&mut sock, "/ws").starts_with("HTTP/1.1 101 "));
+    let names = |from: usize, n: usize| -> Vec<String> {
+        (from..from + n)
+            .map(|i| format!("s{i:05}usdt@aggTrade"))
+            .collect()
+    };
+    // 7-bit, 16-bit (300 bytes) and 64-bit (over 64 KiB) lengths; the longer two written
+    // with their headers cut short: after the 2 bytes of the 16-bit length's 4, and after 5
+    // of the 64-bit length's 10.
+    let (short, medium, long) = (names(0, 1), names(1, 12), names(13, 3_500));
+    let mut buf = Vec::new();
+    sock.write_all(&client_frame(1, &subscribe(&short, 1)))
+        .unwrap();
+    assert_eq!(answer(&mut sock, 1, &mut buf), r#"{"result":null,"id":1}"#);
+    let frame = client_frame(1, &subscribe(&medium, 2));
+    assert_eq!(frame[1] & 0x7F, 126);
+    write_split(&mut sock, &frame, 2);
+    assert_eq!(answer(&mut sock, 2, &mut buf), r#"{"result":null,"id":2}"#);
+    let frame = client_frame(1, &subscribe(&long, 3));
+    assert_eq!(frame[1] & 0x7F, 127);
+    write_split(&mut sock, &frame, 5);
+    assert_eq!(answer(&mut sock, 3, &mut buf), r#"{"result":null,"id":3}"#);
+    // An empty control frame (a Pong) is a whole frame too.
+    sock.write_all(&client_frame(10, b"")).unwrap();
+    sock.write_all(&client_frame(
+        1,
+        br#"{"method":"LIST_SUBSCRIPTIONS","id":4}"#,
+    ))
+    .unwrap();
+    let listed = answer(&mut sock, 4, &mut buf);
+    let all: Vec<String> = [short, medium, long].concat();
+    let quoted: Vec<String> = all.iter().map(|s| format!("\"{s}\"")).collect();
+    assert_eq!(
+        listed,
+        format!("{{\"result\":[{}],\"id\":4}}", quoted.join(","))
+    );
+}
+
+#[test]
+fn an_unmasked_client_frame_ends_the_connection() {
+    let srv = answering_server();
+    let mut sock = connect(&srv);
+    upgrade(&mut sock, "/ws");
+    let mut frame = client_frame(1, br#"{"method":"LIST_SUBSCRIPTIONS","id":1}"#);
+    // Unmasked: the mask bit cleared and the key taken out (the payload is sent as is).
+    frame[1] &= 0x7F;
+    frame.drain(2..6);
+    apply_mask(&mut frame[2..], [0x37, 0xfa, 0x21, 0x3d], 0);
+    sock.write_all(&frame).unwrap();
+    let mut rest = Vec::new();
+    let end = sock.read_to_end(&mut rest).map_err(|e| e.kind());
+    assert!(
+        matches!(end, Ok(_) | Err(ErrorKind::ConnectionReset)),
+        "the server kept the connection: {end:?}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("\"id\":1"),
+        "answered an unmasked frame"
+    );
+}
+
+/// Refusals as Binance sends them: the status line, its JSON body with the right length,
+/// and `Retry-After` when the fault gives one; then the connection ends.
+#[test]
+fn refused_upgrades_carry_binances_status_and_body() {
+    for (fault, status, body, retry) in [
+        (
+            Fault::RefuseUpgrade(429),
+            "429 Too Many Requests",
+            r#"{"code":-1003,"msg":"Too many requests."}"#,
+            None,
+        ),
+        (
+            Fault::RefuseUpgrade(503),
+            "503 Service Unavailable",
+            r#"{"code":-1001,"msg":"Service unavailable."}"#,
+            None,
+        ),
+        (
+            Fault::RefuseUpgradeFor {
+                status: 418,
+                retry_after_s: 120,
+            },
+            "418 I'm a teapot",
+            r#"{"code":-1003,"msg":"Way too many requests; IP banned."}"#,
+            Some(120),
+        ),
+    ] {
+        let srv = ReplayServer::start(ReplayConfig {
+            fault: Some(fault),
+            ..ReplayConfig::new(Scenario::SmallAggTrade)
+        })
+        .unwrap();
+        let mut sock = connect(&srv);
+        let mut response = upgrade(&mut sock, "/ws");
+        sock.read_to_string(&mut response).unwrap();
+        let (head, got_body) = response.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.starts_with(&format!("HTTP/1.1 {status}\r\n")),
+            "{head}"
+        );
+        assert_eq!(got_body, body);
+        assert!(
+            head.contains(&format!("\r\nContent-Length: {}", body.len())),
+            "{head}"
+        );
+        assert!(
+            head.contains("\r\nContent-Type: application/json"),
+            "{head}"
+        );
+        let retry_after = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Retry-After: "))
+            .map(|s| s.parse::<u32>().unwrap());
+        assert_eq!(retry_after, retry, "{head}");
+    }
+}
