@@ -305,3 +305,55 @@ fn a_panicking_handler_takes_down_only_its_own_stream() {
     feed.stop(good);
     feed.shutdown();
 }
+
+/// mio only: with a handler (`Delivery::Handler`), the answer to a request goes to the
+/// caller waiting in `request`, not to the handler as an event — the handler's data goes
+/// to it straight from the read, the answers are picked out first.
+#[test]
+fn a_handlers_stream_answers_a_request_to_its_caller() {
+    use std::sync::mpsc::{channel, Sender};
+    use std::time::Duration;
+
+    use feedwire_core::{StreamConfig, StreamEvent};
+    use feedwire_mio::{Delivery, Handler, LoopHandle, MioOptions};
+    use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
+
+    struct Forward(Sender<StreamEvent>);
+    impl Handler for Forward {
+        fn on_event(&mut self, event: StreamEvent) {
+            let _ = self.0.send(event);
+        }
+    }
+
+    let srv = ReplayServer::start(ReplayConfig::new(Scenario::SmallAggTrade)).unwrap();
+    let handle = LoopHandle::spawn(MioOptions::default()).unwrap();
+    let (tx, events) = channel();
+    let (id, _) = handle
+        .connect(
+            StreamConfig::binance_ws_api(&srv.subscribe_url()),
+            Delivery::Handler(Box::new(Forward(tx))),
+        )
+        .unwrap();
+    let next = || events.recv_timeout(Duration::from_secs(20)).unwrap();
+    while !matches!(next(), StreamEvent::Opened { .. }) {}
+    // From another thread, so that an answer that never comes fails the test (in 20 s).
+    let (answer_tx, answer) = channel();
+    let requester = handle.clone();
+    std::thread::spawn(move || answer_tx.send(requester.request(id, "time", None)));
+    let payload = answer
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the answer reached the caller")
+        .unwrap();
+    assert!(payload.starts_with(b"{\"id\":\""), "{payload:?}");
+    handle.stop(id);
+    loop {
+        match next() {
+            StreamEvent::Closed { .. } => break,
+            e @ (StreamEvent::Response { .. } | StreamEvent::UnsolicitedResponse { .. }) => {
+                panic!("the handler was given the answer: {e:?}")
+            }
+            _ => {}
+        }
+    }
+    handle.shutdown();
+}
