@@ -629,6 +629,60 @@ fn each_further_read_of_a_service_is_stamped_when_it_was_read() {
     server.join().unwrap();
 }
 
+/// Output the socket could not take at once goes out as the peer reads it, with nothing else
+/// happening on the stream (no input, its timers off): the loop asks to hear when the socket
+/// is writable while output waits.
+#[test]
+fn output_the_socket_could_not_take_goes_out_as_the_peer_reads() {
+    // More than loopback's socket buffers hold between them; a masked frame's header is 14
+    // bytes.
+    const SENT: usize = 32 << 20;
+    const ON_THE_WIRE: usize = SENT + 14;
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let (got_tx, got) = std::sync::mpsc::channel::<usize>();
+    let script = move |sock: &mut std::net::TcpStream| {
+        use std::io::Read;
+        go_rx.recv().unwrap(); // not reading until then
+        let (mut total, mut buf) = (0, vec![0u8; 1 << 16]);
+        while total < ON_THE_WIRE {
+            match sock.read(&mut buf).unwrap() {
+                0 => break,
+                n => total += n,
+            }
+        }
+        got_tx.send(total).unwrap();
+    };
+    let (id, timeline, server) = hand_served(
+        &mut feed,
+        "/ws",
+        Duration::ZERO,
+        |c| c.max_send_queue = 64 << 20,
+        script,
+    );
+    turn_until(&mut feed, "the stream to open", || timeline.any(opened));
+    feed.send_binary(id, &vec![7u8; SENT]).unwrap();
+    for _ in 0..3 {
+        feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
+    }
+    go.send(()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let total = loop {
+        if let Ok(total) = got.try_recv() {
+            break total;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the rest of the message did not go out"
+        );
+        feed.turn(Some(Duration::from_millis(100)), |_| {}).unwrap();
+    };
+    assert_eq!(total, ON_THE_WIRE);
+    feed.stop(id);
+    drop(feed);
+    server.join().unwrap();
+}
+
 /// A loop with nothing to do sleeps until its next deadline or `max_wait`: an idle
 /// connection costs no CPU. (Over a second of 200 ms turns, about six; a loop that never
 /// slept would turn hundreds of thousands of times.)

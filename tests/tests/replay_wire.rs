@@ -1,6 +1,7 @@
 //! The replay server's side of the wire, byte by byte from a raw socket: client frames parsed
-//! whatever their length encoding and however their headers are split across reads,
-//! unmasked client frames refused, and upgrades refused with Binance's real responses.
+//! whatever their length encoding and however their headers are split across reads, up to
+//! 1 MiB; unmasked client frames refused; upgrades refused with Binance's real responses;
+//! Betfair request lines read whatever their line ends.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -241,5 +242,71 @@ fn refused_upgrades_carry_binances_status_and_body() {
             .find_map(|l| l.strip_prefix("Retry-After: "))
             .map(|s| s.parse::<u32>().unwrap());
         assert_eq!(retry_after, retry, "{head}");
+    }
+}
+
+/// A `LIST_SUBSCRIPTIONS` request `id`, padded to exactly `len` bytes.
+fn padded_request(id: u32, len: usize) -> Vec<u8> {
+    let head = format!("{{\"method\":\"LIST_SUBSCRIPTIONS\",\"id\":{id},\"pad\":\"");
+    let mut text = head.into_bytes();
+    text.resize(len - 2, b'x');
+    text.extend_from_slice(b"\"}");
+    text
+}
+
+#[test]
+fn client_frames_up_to_1_mib_are_taken_larger_end_the_connection() {
+    let srv = answering_server();
+    let mut sock = connect(&srv);
+    upgrade(&mut sock, "/ws");
+    let mut buf = Vec::new();
+    sock.write_all(&client_frame(1, &padded_request(1, 1 << 20)))
+        .unwrap();
+    assert_eq!(answer(&mut sock, 1, &mut buf), r#"{"result":[],"id":1}"#);
+    sock.write_all(&client_frame(1, &padded_request(2, (1 << 20) + 1)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let end = sock.read_to_end(&mut rest).map_err(|e| e.kind());
+    assert!(
+        matches!(end, Ok(_) | Err(ErrorKind::ConnectionReset)),
+        "{end:?}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("\"id\":2"),
+        "answered a frame over 1 MiB"
+    );
+}
+
+/// Betfair requests are lines: CRLF or a bare LF ends one, and a blank line is nothing.
+#[test]
+fn betfair_request_lines_end_at_crlf_or_lf_and_blank_ones_are_skipped() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(0),
+        hold_open: true,
+        ..ReplayConfig::new(Scenario::BetfairMcm)
+    })
+    .unwrap();
+    let mut sock = connect(&srv);
+    let mut received = Vec::new();
+    let mut line_with = |sock: &mut TcpStream, text: &str| loop {
+        if let Some(at) = received.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = received.drain(..=at).collect();
+            let line = String::from_utf8(line).unwrap();
+            if line.contains(text) {
+                return line;
+            }
+            continue;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = sock.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before a line with {text}");
+        received.extend_from_slice(&chunk[..n]);
+    };
+    assert!(line_with(&mut sock, "\"op\":\"connection\"").ends_with("}\r\n"));
+    sock.write_all(b"\n\r\n{\"op\":\"heartbeat\",\"id\":5}\r\n{\"op\":\"heartbeat\",\"id\":6}\n")
+        .unwrap();
+    for id in [5, 6] {
+        let status = line_with(&mut sock, &format!("\"id\":{id},"));
+        assert!(status.contains("\"statusCode\":\"SUCCESS\""), "{status}");
     }
 }
