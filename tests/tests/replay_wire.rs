@@ -29,8 +29,9 @@ fn connect(srv: &ReplayServer) -> TcpStream {
     sock
 }
 
-/// Sends an upgrade request for `path`; returns the whole response as text.
-fn upgrade(sock: &mut TcpStream, path: &str) -> String {
+/// Sends an upgrade request for `path`; returns the response's head as text, and the bytes
+/// read after it.
+fn upgrade(sock: &mut TcpStream, path: &str) -> (String, Vec<u8>) {
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
@@ -38,12 +39,16 @@ fn upgrade(sock: &mut TcpStream, path: &str) -> String {
     sock.write_all(request.as_bytes()).unwrap();
     let mut response = Vec::new();
     let mut buf = [0u8; 4096];
-    while !response.windows(4).any(|w| w == b"\r\n\r\n") {
+    let end = loop {
+        if let Some(at) = response.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
         let n = sock.read(&mut buf).unwrap();
         assert!(n > 0, "closed during the upgrade");
         response.extend_from_slice(&buf[..n]);
-    }
-    String::from_utf8(response).unwrap()
+    };
+    let after = response.split_off(end);
+    (String::from_utf8(response).unwrap(), after)
 }
 
 /// A masked client frame (FIN set), its length in the shortest encoding.
@@ -127,7 +132,7 @@ fn subscribe(streams: &[String], id: u32) -> Vec<u8> {
 fn client_frames_of_every_length_encoding_are_parsed_however_split() {
     let srv = answering_server();
     let mut sock = connect(&srv);
-    assert!(upgrade(&mut sock, "/ws").starts_with("HTTP/1.1 101 "));
+    assert!(upgrade(&mut sock, "/ws").0.starts_with("HTTP/1.1 101 "));
     let names = |from: usize, n: usize| -> Vec<String> {
         (from..from + n)
             .map(|i| format!("s{i:05}usdt@aggTrade"))
@@ -221,9 +226,9 @@ fn refused_upgrades_carry_binances_status_and_body() {
         })
         .unwrap();
         let mut sock = connect(&srv);
-        let mut response = upgrade(&mut sock, "/ws");
-        sock.read_to_string(&mut response).unwrap();
-        let (head, got_body) = response.split_once("\r\n\r\n").unwrap();
+        let (head, mut body_bytes) = upgrade(&mut sock, "/ws");
+        sock.read_to_end(&mut body_bytes).unwrap();
+        let got_body = String::from_utf8(body_bytes).unwrap();
         assert!(
             head.starts_with(&format!("HTTP/1.1 {status}\r\n")),
             "{head}"
@@ -309,4 +314,30 @@ fn betfair_request_lines_end_at_crlf_or_lf_and_blank_ones_are_skipped() {
         let status = line_with(&mut sock, &format!("\"id\":{id},"));
         assert!(status.contains("\"statusCode\":\"SUCCESS\""), "{status}");
     }
+}
+
+/// `CloseMidFrame`: the complete messages, then the first half of the next frame, then the
+/// end of the connection.
+#[test]
+fn close_mid_frame_sends_half_of_the_next_frame() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(100),
+        fault: Some(Fault::CloseMidFrame { after: 5 }),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut sock = connect(&srv);
+    let (_, mut bytes) = upgrade(&mut sock, &srv.url()[srv.url().find("/stream").unwrap()..]);
+    sock.read_to_end(&mut bytes).unwrap();
+    for i in 0..5 {
+        let (opcode, payload, used) = server_frame(&bytes).expect("a complete frame");
+        assert_eq!(
+            (opcode, &payload[..]),
+            (1, &srv.payload(i)[..]),
+            "message {i}"
+        );
+        bytes.drain(..used);
+    }
+    let next = feedwire_core::testing::server_frame(true, 1, srv.payload(5));
+    assert_eq!(bytes, next[..next.len() / 2], "half of message 5's frame");
 }
