@@ -103,6 +103,20 @@ impl BlockingClient {
         }
     }
 
+    /// Every message until the connection ends, and how it ended: its last event (`None`
+    /// when it finished without one) or the transport error (a read timeout among them).
+    /// Pings, Pongs and the start of the close are skipped.
+    pub fn messages_until_end(&mut self) -> (Vec<Bytes>, io::Result<Option<Event>>) {
+        let mut msgs = Vec::new();
+        loop {
+            match self.next_event() {
+                Ok(Some(Event::Message(m))) => msgs.push(m.payload),
+                Ok(Some(Event::Ping(_) | Event::Pong(_) | Event::CloseStarted { .. })) => {}
+                end => return (msgs, end),
+            }
+        }
+    }
+
     /// The failure that ended the connection, if any.
     pub fn error(&self) -> Option<&Error> {
         self.ws.error()

@@ -50,16 +50,13 @@ fn main() {
 /// (`read_timeout`) ends it as `Err`.
 fn plain_messages(url: &str, read_timeout: Duration) -> (Vec<Bytes>, Result<Event, ErrorKind>) {
     let mut client = BlockingClient::connect(url, WsConfig::default(), read_timeout).unwrap();
-    let mut msgs = Vec::new();
-    loop {
-        match client.next_event() {
-            Ok(Some(Event::Message(m))) => msgs.push(m.payload),
-            Ok(Some(Event::Ping(_) | Event::Pong(_) | Event::CloseStarted { .. })) => {}
-            Ok(Some(end)) => return (msgs, Ok(end)),
-            Ok(None) => panic!("finished without an end event"),
-            Err(e) => return (msgs, Err(e.kind())),
-        }
-    }
+    let (msgs, end) = client.messages_until_end();
+    let end = match end {
+        Ok(Some(end)) => Ok(end),
+        Ok(None) => panic!("finished without an end event"),
+        Err(e) => Err(e.kind()),
+    };
+    (msgs, end)
 }
 
 /// `127.0.0.1:port` of a `ws://`/`wss://` URL.

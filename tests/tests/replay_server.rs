@@ -27,16 +27,8 @@ fn server(scenario: Scenario, count: usize, fault: Option<Fault>) -> ReplayServe
 
 /// Every message until the server closes, with the way the connection ended.
 fn drain(client: &mut BlockingClient) -> (Vec<Bytes>, Option<Event>) {
-    let mut msgs = Vec::new();
-    loop {
-        match client.next_event() {
-            Ok(Some(Event::Message(m))) => msgs.push(m.payload),
-            Ok(Some(Event::Ping(_) | Event::Pong(_) | Event::CloseStarted { .. })) => {}
-            Ok(Some(end)) => return (msgs, Some(end)),
-            Ok(None) => return (msgs, None),
-            Err(e) => panic!("transport error: {e}"),
-        }
-    }
+    let (msgs, end) = client.messages_until_end();
+    (msgs, end.unwrap_or_else(|e| panic!("transport error: {e}")))
 }
 
 #[test]

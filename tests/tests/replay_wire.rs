@@ -119,6 +119,20 @@ fn server_frame(buf: &[u8]) -> Option<(u8, Vec<u8>, usize)> {
     Some((b0 & 0x0F, payload, at + len))
 }
 
+/// The server ends the connection (within the read timeout) without answering request `id`.
+fn assert_ended_unanswered(sock: &mut TcpStream, id: u32) {
+    let mut rest = Vec::new();
+    let end = sock.read_to_end(&mut rest).map_err(|e| e.kind());
+    assert!(
+        matches!(end, Ok(_) | Err(ErrorKind::ConnectionReset)),
+        "the server kept the connection: {end:?}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&rest).contains(&format!("\"id\":{id}")),
+        "answered request {id}"
+    );
+}
+
 fn subscribe(streams: &[String], id: u32) -> Vec<u8> {
     let params: Vec<String> = streams.iter().map(|s| format!("\"{s}\"")).collect();
     format!(
@@ -181,16 +195,7 @@ fn an_unmasked_client_frame_ends_the_connection() {
     frame.drain(2..6);
     apply_mask(&mut frame[2..], [0x37, 0xfa, 0x21, 0x3d], 0);
     sock.write_all(&frame).unwrap();
-    let mut rest = Vec::new();
-    let end = sock.read_to_end(&mut rest).map_err(|e| e.kind());
-    assert!(
-        matches!(end, Ok(_) | Err(ErrorKind::ConnectionReset)),
-        "the server kept the connection: {end:?}"
-    );
-    assert!(
-        !String::from_utf8_lossy(&rest).contains("\"id\":1"),
-        "answered an unmasked frame"
-    );
+    assert_ended_unanswered(&mut sock, 1);
 }
 
 /// Refusals as Binance sends them: the status line, its JSON body with the right length,
@@ -270,16 +275,7 @@ fn client_frames_up_to_1_mib_are_taken_larger_end_the_connection() {
     assert_eq!(answer(&mut sock, 1, &mut buf), r#"{"result":[],"id":1}"#);
     sock.write_all(&client_frame(1, &padded_request(2, (1 << 20) + 1)))
         .unwrap();
-    let mut rest = Vec::new();
-    let end = sock.read_to_end(&mut rest).map_err(|e| e.kind());
-    assert!(
-        matches!(end, Ok(_) | Err(ErrorKind::ConnectionReset)),
-        "{end:?}"
-    );
-    assert!(
-        !String::from_utf8_lossy(&rest).contains("\"id\":2"),
-        "answered a frame over 1 MiB"
-    );
+    assert_ended_unanswered(&mut sock, 2);
 }
 
 /// Betfair requests are lines: CRLF or a bare LF ends one, and a blank line is nothing.
