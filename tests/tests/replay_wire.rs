@@ -337,3 +337,71 @@ fn close_mid_frame_sends_half_of_the_next_frame() {
     let next = feedwire_core::testing::server_frame(true, 1, srv.payload(5));
     assert_eq!(bytes, next[..next.len() / 2], "half of message 5's frame");
 }
+
+/// Every line up to the connection's end, CRLF stripped.
+fn lines_until_end(sock: &mut TcpStream) -> Vec<String> {
+    let mut bytes = Vec::new();
+    sock.read_to_end(&mut bytes).unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    text.split_terminator("\r\n").map(str::to_owned).collect()
+}
+
+/// The order on the wire, against the scenario's payloads computed here: a WebSocket
+/// connection cycles through them from the first; a Betfair one sends its image (the first)
+/// once and then cycles through the rest. (The client tests compare with
+/// `ReplayServer::payload`, which shares the server's indexing.)
+#[test]
+fn connections_cycle_through_the_payloads_in_order() {
+    let payloads = Scenario::MultiplexMix.payloads(3);
+    let count = payloads.len() + 10;
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(count),
+        seed: 3,
+        ..ReplayConfig::new(Scenario::MultiplexMix)
+    })
+    .unwrap();
+    let mut sock = connect(&srv);
+    let (_, mut bytes) = upgrade(&mut sock, &srv.url()[srv.url().find("/stream").unwrap()..]);
+    // The server's Close follows the last message; it then waits for ours.
+    for i in 0..count {
+        let (opcode, payload, used) = loop {
+            if let Some(frame) = server_frame(&bytes) {
+                break frame;
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            let n = sock.read(&mut chunk).unwrap();
+            assert!(n > 0, "closed before message {i}");
+            bytes.extend_from_slice(&chunk[..n]);
+        };
+        assert_eq!(opcode, 1);
+        assert!(payload == payloads[i % payloads.len()], "message {i}");
+        bytes.drain(..used);
+    }
+
+    let lines = Scenario::BetfairMcm.payloads(3);
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(lines.len() + 10),
+        seed: 3,
+        ..ReplayConfig::new(Scenario::BetfairMcm)
+    })
+    .unwrap();
+    let mut sock = connect(&srv);
+    sock.write_all(
+        b"{\"op\":\"authentication\",\"id\":1,\"appKey\":\"k\",\"session\":\"s\"}\r\n\
+          {\"op\":\"marketSubscription\",\"id\":2,\"marketFilter\":{}}\r\n",
+    )
+    .unwrap();
+    let got: Vec<String> = lines_until_end(&mut sock)
+        .into_iter()
+        .filter(|l| l.starts_with("{\"op\":\"mcm\""))
+        .collect();
+    assert_eq!(got.len(), lines.len() + 10);
+    for (i, line) in got.iter().enumerate() {
+        let want = if i == 0 {
+            0
+        } else {
+            1 + (i - 1) % (lines.len() - 1)
+        };
+        assert!(line.as_bytes() == lines[want], "line {i}");
+    }
+}
