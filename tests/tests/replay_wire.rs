@@ -405,3 +405,42 @@ fn connections_cycle_through_the_payloads_in_order() {
         assert!(line.as_bytes() == lines[want], "line {i}");
     }
 }
+
+/// `GoSilent`: exactly the messages before the fault point, then nothing (the connection
+/// left open).
+#[test]
+fn go_silent_sends_exactly_the_messages_before_it() {
+    let srv = ReplayServer::start(ReplayConfig {
+        count: Some(100),
+        fault: Some(Fault::GoSilent { after: 5 }),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .unwrap();
+    let mut sock = connect(&srv);
+    let (_, mut bytes) = upgrade(&mut sock, &srv.url()[srv.url().find("/stream").unwrap()..]);
+    // Whatever comes within half a second; the silence then is the fault's.
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut chunk = [0u8; 64 * 1024];
+    let end = loop {
+        match sock.read(&mut chunk) {
+            Ok(0) => break Ok(0),
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) => break Err(e.kind()),
+        }
+    };
+    assert!(
+        matches!(end, Err(ErrorKind::WouldBlock | ErrorKind::TimedOut)),
+        "left open: {end:?}"
+    );
+    for i in 0..5 {
+        let (_, payload, used) = server_frame(&bytes).expect("a complete frame");
+        assert!(payload == srv.payload(i)[..], "message {i}");
+        bytes.drain(..used);
+    }
+    assert!(
+        bytes.is_empty(),
+        "{} bytes after the fault point",
+        bytes.len()
+    );
+}
