@@ -51,6 +51,25 @@ fn upgrade(sock: &mut TcpStream, path: &str) -> (String, Vec<u8>) {
     (String::from_utf8(response).unwrap(), after)
 }
 
+/// A server for `config`, a connection upgraded on its streaming path (messages start at
+/// once), and the bytes read past the response head.
+fn streaming(config: ReplayConfig) -> (ReplayServer, TcpStream, Vec<u8>) {
+    let srv = ReplayServer::start(config).unwrap();
+    let mut sock = connect(&srv);
+    let url = srv.url();
+    let (_, bytes) = upgrade(&mut sock, &url[url.find("/stream").unwrap()..]);
+    (srv, sock, bytes)
+}
+
+/// A firehose of 100 small messages with `fault`, as [`streaming`].
+fn faulty(fault: Fault) -> (ReplayServer, TcpStream, Vec<u8>) {
+    streaming(ReplayConfig {
+        count: Some(100),
+        fault: Some(fault),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+}
+
 /// A masked client frame (FIN set), its length in the shortest encoding.
 fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![0x80 | opcode];
@@ -316,14 +335,7 @@ fn betfair_request_lines_end_at_crlf_or_lf_and_blank_ones_are_skipped() {
 /// end of the connection.
 #[test]
 fn close_mid_frame_sends_half_of_the_next_frame() {
-    let srv = ReplayServer::start(ReplayConfig {
-        count: Some(100),
-        fault: Some(Fault::CloseMidFrame { after: 5 }),
-        ..ReplayConfig::new(Scenario::SmallAggTrade)
-    })
-    .unwrap();
-    let mut sock = connect(&srv);
-    let (_, mut bytes) = upgrade(&mut sock, &srv.url()[srv.url().find("/stream").unwrap()..]);
+    let (srv, mut sock, mut bytes) = faulty(Fault::CloseMidFrame { after: 5 });
     sock.read_to_end(&mut bytes).unwrap();
     for i in 0..5 {
         let (opcode, payload, used) = server_frame(&bytes).expect("a complete frame");
@@ -354,14 +366,11 @@ fn lines_until_end(sock: &mut TcpStream) -> Vec<String> {
 fn connections_cycle_through_the_payloads_in_order() {
     let payloads = Scenario::MultiplexMix.payloads(3);
     let count = payloads.len() + 10;
-    let srv = ReplayServer::start(ReplayConfig {
+    let (_srv, mut sock, mut bytes) = streaming(ReplayConfig {
         count: Some(count),
         seed: 3,
         ..ReplayConfig::new(Scenario::MultiplexMix)
-    })
-    .unwrap();
-    let mut sock = connect(&srv);
-    let (_, mut bytes) = upgrade(&mut sock, &srv.url()[srv.url().find("/stream").unwrap()..]);
+    });
     // The server's Close follows the last message; it then waits for ours.
     for i in 0..count {
         let (opcode, payload, used) = loop {
@@ -410,14 +419,7 @@ fn connections_cycle_through_the_payloads_in_order() {
 /// left open).
 #[test]
 fn go_silent_sends_exactly_the_messages_before_it() {
-    let srv = ReplayServer::start(ReplayConfig {
-        count: Some(100),
-        fault: Some(Fault::GoSilent { after: 5 }),
-        ..ReplayConfig::new(Scenario::SmallAggTrade)
-    })
-    .unwrap();
-    let mut sock = connect(&srv);
-    let (_, mut bytes) = upgrade(&mut sock, &srv.url()[srv.url().find("/stream").unwrap()..]);
+    let (srv, mut sock, mut bytes) = faulty(Fault::GoSilent { after: 5 });
     // Whatever comes within half a second; the silence then is the fault's.
     sock.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
