@@ -46,14 +46,19 @@ fn turn_until(feed: &mut MioLoop, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn the_application_turns_the_loop_and_shares_its_poll() {
-    let srv = ReplayServer::start(ReplayConfig {
-        count: Some(1000),
+/// A replay server of `count` small messages per connection, each held open after them.
+fn held_open(count: usize) -> ReplayServer {
+    ReplayServer::start(ReplayConfig {
+        count: Some(count),
         hold_open: true,
         ..ReplayConfig::new(Scenario::SmallAggTrade)
     })
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn the_application_turns_the_loop_and_shares_its_poll() {
+    let srv = held_open(1000);
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
     let mut own = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     feed.registry()
@@ -102,12 +107,7 @@ fn the_application_turns_the_loop_and_shares_its_poll() {
 /// A replay server of `count` small messages, a loop with `options` and one stream on it,
 /// turned until every message arrived.
 fn streaming(count: usize, options: MioOptions) -> (ReplayServer, MioLoop, Arc<Seen>, StreamId) {
-    let srv = ReplayServer::start(ReplayConfig {
-        count: Some(count),
-        hold_open: true,
-        ..ReplayConfig::new(Scenario::SmallAggTrade)
-    })
-    .unwrap();
+    let srv = held_open(count);
     let mut feed = MioLoop::new(options).unwrap();
     let seen = Arc::new(Seen::default());
     let (id, stats) = feed
@@ -184,12 +184,7 @@ fn a_busy_polling_loop_delivers_keeps_its_limits_and_hears_commands() {
 fn a_handler_calling_the_loop_it_is_turned_by_is_refused_not_hung() {
     use feedwire_tests::loop_reentry::{assert_refused_then_stopped, CallsItsOwnLoop, STOP_SIGNAL};
 
-    let srv = ReplayServer::start(ReplayConfig {
-        count: Some(200),
-        hold_open: true,
-        ..ReplayConfig::new(Scenario::SmallAggTrade)
-    })
-    .unwrap();
+    let srv = held_open(200);
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
     let (handler, id, outcome) = CallsItsOwnLoop::new(feed.handle());
     let (sid, _) = feed
@@ -224,12 +219,7 @@ fn an_answer_that_came_between_turns_beats_its_deadline() {
         }
     }
 
-    let srv = ReplayServer::start(ReplayConfig {
-        count: Some(0),
-        hold_open: true,
-        ..ReplayConfig::new(Scenario::SmallAggTrade)
-    })
-    .unwrap();
+    let srv = held_open(0);
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
     let events = Arc::new(Mutex::new(Vec::new()));
     let mut config = StreamConfig::binance_stream(&srv.url());
@@ -270,12 +260,7 @@ fn an_answer_that_came_between_turns_beats_its_deadline() {
 /// closes.
 #[test]
 fn a_burst_of_commands_is_taken_whole_a_slice_at_a_time() {
-    let srv = ReplayServer::start(ReplayConfig {
-        count: Some(10),
-        hold_open: true,
-        ..ReplayConfig::new(Scenario::SmallAggTrade)
-    })
-    .unwrap();
+    let srv = held_open(10);
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
     let streams: Vec<(StreamId, Arc<Seen>)> = (0..40)
         .map(|_| {
@@ -314,12 +299,7 @@ fn a_burst_of_commands_is_taken_whole_a_slice_at_a_time() {
 #[test]
 fn a_consumer_on_the_loops_own_thread_wakes_its_next_turn() {
     const COUNT: usize = 2_000;
-    let srv = ReplayServer::start(ReplayConfig {
-        count: Some(COUNT),
-        hold_open: true,
-        ..ReplayConfig::new(Scenario::SmallAggTrade)
-    })
-    .unwrap();
+    let srv = held_open(COUNT);
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
     let (tx, mut events) = feedwire_mio::event_channel(8);
     feed.connect(
@@ -825,12 +805,7 @@ fn a_stream_whose_consumer_is_behind_is_not_read() {
     const MAX_READ: usize = 16 * 1024;
     /// Bytes of the smallest `small_aggtrade` message, at least.
     const MIN_MESSAGE: usize = 150;
-    let srv = ReplayServer::start(ReplayConfig {
-        count: Some(1_000_000),
-        hold_open: true,
-        ..ReplayConfig::new(Scenario::SmallAggTrade)
-    })
-    .unwrap();
+    let srv = held_open(1_000_000);
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
     let (tx, _events) = feedwire_mio::event_channel(4);
     let mut config = StreamConfig::binance_stream(&srv.url());
@@ -912,12 +887,7 @@ fn open_recorded(feed: &mut MioLoop, url: &str) -> (StreamId, Timeline) {
 /// and the stream is gone from the loop — every call for it says so.
 #[test]
 fn crash_ends_a_stream_within_the_call_and_calls_for_it_find_no_stream() {
-    let srv = ReplayServer::start(ReplayConfig {
-        count: Some(10),
-        hold_open: true,
-        ..ReplayConfig::new(Scenario::SmallAggTrade)
-    })
-    .unwrap();
+    let srv = held_open(10);
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
     let (id, timeline) = open_recorded(&mut feed, &srv.url());
     feed.crash(id, "enough");
