@@ -78,11 +78,6 @@ impl Recorder {
         false
     }
 
-    /// Whether every expected message arrived.
-    pub fn is_complete(&self) -> bool {
-        self.messages >= self.expected
-    }
-
     /// Messages so far.
     pub fn messages(&self) -> u64 {
         self.messages
@@ -118,5 +113,32 @@ mod tests {
         assert!(r.on_message(10, &[]));
         let w = r.window().unwrap();
         assert_eq!((w.messages, w.bytes), (2, 30));
+    }
+
+    #[test]
+    fn the_window_runs_from_the_first_message_to_the_last() {
+        let mut r = Recorder::new(3, false);
+        r.on_message(1, &[]);
+        std::thread::sleep(Duration::from_millis(30));
+        r.on_message(1, &[]);
+        r.on_message(1, &[]);
+        // Opened at the second message, it would be microseconds long.
+        assert!(r.window().unwrap().wall >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn only_latency_runs_want_heads_and_get_a_histogram() {
+        let throughput = Recorder::new(1, false);
+        assert!(!throughput.wants_head());
+        assert!(throughput.latency().is_none());
+        let mut paced = Recorder::new(1, true);
+        assert!(paced.wants_head());
+        let now_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_micros();
+        let stamped = format!("{{\"ts_us\":{},\"x\":1}}", now_us - 250);
+        assert!(paced.on_message(stamped.len(), stamped.as_bytes()));
+        assert_eq!(paced.latency().map(|h| h.len()), Some(1));
     }
 }

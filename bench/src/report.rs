@@ -18,14 +18,15 @@ fn best_peer<'a>(rows: &'a [Row], scenario: &str) -> Option<&'a Row> {
 /// every peer of that same round, out of the rounds in which it and every peer completed —
 /// the bar judged pair by pair, where a round's common drift cancels. (The median against
 /// the best peer compares with the lowest of several noisy medians, which a tie loses more
-/// often than it wins.) `None` for a peer, or a scenario without peers.
+/// often than it wins.) A peer that failed every round is left out, as from the best peer:
+/// it would leave no round to compare. `None` for a peer, or a scenario without peers.
 fn rounds_ahead(rows: &[Row], r: &Row) -> Option<(usize, usize)> {
     if r.peer {
         return None;
     }
     let peers: Vec<&Row> = rows
         .iter()
-        .filter(|p| p.scenario == r.scenario && p.peer)
+        .filter(|p| p.scenario == r.scenario && p.peer && p.runs() > 0)
         .collect();
     if peers.is_empty() {
         return None;
@@ -442,6 +443,65 @@ mod tests {
         .join()
         .expect("no panic");
         assert_eq!(cores(&pinned), cores(&free), "{pinned} / {free}");
+        let n: usize = cores(&free)
+            .and_then(|c| c.strip_suffix(" cores")?.parse().ok())
+            .unwrap_or_else(|| panic!("{free}"));
+        assert!(n >= 1, "{free}");
+        assert!(free.contains(", Linux "), "{free}");
+    }
+
+    /// The JSON array: the five keys on every row; peak RSS on the client's own
+    /// `huge_ticker_arr` row only; a latency row per rate and client that completed.
+    #[test]
+    fn json_rows_carry_their_own_measurements() {
+        let at = |scenario: &str, client| {
+            let mut r = row(client, false, &[Some(1.0)]);
+            r.scenario = scenario.to_owned();
+            r
+        };
+        let memory = |client, peak_rss| MemoryRow {
+            client,
+            baseline_rss: 1,
+            peak_rss,
+            read_buffer_bytes: None,
+        };
+        let results = Results {
+            rows: vec![
+                at("small_aggtrade", "ours"),
+                at("huge_ticker_arr", "ours"),
+                at("huge_ticker_arr", "peer"),
+            ],
+            latency: vec![
+                latency(100_000, "ours", 200),
+                LatencyRow {
+                    failure: Some("stalled".to_owned()),
+                    ..latency(100_000, "peer", 999)
+                },
+            ],
+            memory: vec![memory("peer", 7_000_000), memory("ours", 5_000_000)],
+            ..Results::default()
+        };
+        let parsed: serde_json::Value = serde_json::from_str(&json(&results)).unwrap();
+        let rows = parsed.as_array().unwrap();
+        assert_eq!(rows.len(), 4, "{parsed}");
+        for r in rows {
+            for key in [
+                "scenario",
+                "client",
+                "msgs_per_s",
+                "cpu_us_per_msg",
+                "spread",
+            ] {
+                assert!(r.get(key).is_some(), "{key}: {r}");
+            }
+        }
+        let peak = |i: usize| rows[i].get("peak_rss_bytes").and_then(|v| v.as_u64());
+        assert_eq!(peak(0), None, "not huge_ticker_arr");
+        assert_eq!(peak(1), Some(5_000_000), "ours");
+        assert_eq!(peak(2), Some(7_000_000), "peer");
+        assert_eq!(rows[3]["scenario"], "small_aggtrade@100000/s");
+        assert_eq!(rows[3]["client"], "ours");
+        assert_eq!(rows[3]["p99_us"], 200);
     }
 
     fn row(client: &'static str, peer: bool, cpu_by_round: &[Option<f64>]) -> Row {
@@ -468,22 +528,29 @@ mod tests {
             row(
                 "ours",
                 false,
-                &[Some(1.0), Some(1.0), Some(1.0), None, Some(1.0)],
+                &[Some(1.0), Some(1.0), Some(1.0), None, Some(1.0), Some(1.0)],
             ),
-            // Round 1: ahead of both; round 2: behind b; round 3: level with a, which is not
-            // ahead; rounds 4 and 5: ours, then a, failed — not compared.
+            // Rounds 1 and 6: ahead of both; round 2: behind b; round 3: level with a, which
+            // is not ahead; rounds 4 and 5: ours, then a, failed — not compared.
             row(
                 "a",
                 true,
-                &[Some(2.0), Some(2.0), Some(1.0), Some(2.0), None],
+                &[Some(2.0), Some(2.0), Some(1.0), Some(2.0), None, Some(1.2)],
             ),
             row(
                 "b",
                 true,
-                &[Some(1.5), Some(0.5), Some(3.0), Some(2.0), Some(2.0)],
+                &[
+                    Some(1.5),
+                    Some(0.5),
+                    Some(3.0),
+                    Some(2.0),
+                    Some(2.0),
+                    Some(1.1),
+                ],
             ),
         ];
-        assert_eq!(rounds_ahead(&rows, &rows[0]), Some((1, 3)));
+        assert_eq!(rounds_ahead(&rows, &rows[0]), Some((2, 4)));
         assert_eq!(rounds_ahead(&rows, &rows[1]), None, "peers get no count");
     }
 
@@ -575,6 +642,131 @@ mod tests {
             json(&results)
         );
         assert!(!markdown(&Results::default()).contains("paced at"));
+    }
+
+    /// "× best peer" divides by the peer with the lowest median CPU per message among the
+    /// scenario's peers that completed a round — not by a faster client that is no peer, nor
+    /// a peer that failed every round, nor another scenario's peer.
+    #[test]
+    fn the_best_peer_is_the_cheapest_peer_that_completed() {
+        let with_cpu = |client, peer, cpu| {
+            let mut r = row(client, peer, &[Some(cpu)]);
+            r.cpu_us_per_msg = cpu;
+            r
+        };
+        let mut failed = row("failed", true, &[None]);
+        failed.cpu_us_per_msg = 0.1;
+        failed.failures = vec!["connect: refused".to_owned()];
+        let mut elsewhere = with_cpu("elsewhere", true, 0.2);
+        elsewhere.scenario = "t".to_owned();
+        let rows = vec![
+            with_cpu("ours", false, 1.0),
+            with_cpu("limit", false, 0.5),
+            with_cpu("dear", true, 4.0),
+            with_cpu("cheap", true, 2.0),
+            failed,
+            elsewhere,
+        ];
+        assert_eq!(best_peer(&rows, "s").map(|r| r.client), Some("cheap"));
+        assert_eq!(best_peer(&rows[..2], "s").map(|r| r.client), None);
+        let table = markdown(&Results {
+            rows,
+            ..Results::default()
+        });
+        // × limit, × best peer, paired, rounds ahead.
+        assert!(table.contains("| 2.00 | 0.50 | 0.50 | 1/1 |"), "{table}");
+        assert!(table.contains("| 8.00 | 2.00 | — | — |"), "dear: {table}");
+        assert!(
+            table.contains("\n| failed | failed: connect: refused | | | | | | |\n"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn rates_read_in_millions_thousands_or_units() {
+        assert_eq!(si(9_574_000.0), "9.57M");
+        assert_eq!(si(1e6), "1.00M");
+        assert_eq!(si(999_949.0), "999.9k");
+        assert_eq!(si(1e3), "1.0k");
+        assert_eq!(si(999.0), "999");
+    }
+
+    fn latency(rate: u32, client: &'static str, p99_us: u64) -> LatencyRow {
+        LatencyRow {
+            rate,
+            client,
+            p50_us: 40,
+            p99_us,
+            p99_range_us: (p99_us - 10, p99_us + 10),
+            p999_us: 300,
+            max_us: 4000,
+            cpu_us_per_msg: 1.5,
+            runs: 9,
+            failure: None,
+        }
+    }
+
+    /// Each latency row against the limit of its own rate — `limit-spin` for a spinning
+    /// client — unless that limit failed; memory in MiB. Neither table without rows.
+    #[test]
+    fn latency_rows_compare_with_their_rates_limit_and_memory_reads_in_mib() {
+        let failed = |rate, client| LatencyRow {
+            failure: Some("stalled".to_owned()),
+            ..latency(rate, client, 999)
+        };
+        let results = Results {
+            latency: vec![
+                latency(10_000, "limit", 150),
+                failed(10_000, "limit-spin"),
+                latency(10_000, "ours-spin", 95),
+                latency(100_000, "limit", 197),
+                latency(100_000, "limit-spin", 107),
+                latency(100_000, "ours", 200),
+                latency(100_000, "ours-spin", 104),
+                failed(100_000, "peer"),
+            ],
+            memory: vec![
+                MemoryRow {
+                    client: "ours",
+                    baseline_rss: 4 << 20,
+                    peak_rss: 10 << 20,
+                    read_buffer_bytes: Some(262_144),
+                },
+                MemoryRow {
+                    client: "peer",
+                    baseline_rss: 4 << 20,
+                    peak_rss: 3 << 20,
+                    read_buffer_bytes: None,
+                },
+            ],
+            ..Results::default()
+        };
+        let table = markdown(&results);
+        for line in [
+            "| 10.0k | ours-spin | 40 | 95 | 85–105 | — | 300 | 4000 | 1.500 |",
+            "| 100.0k | limit | 40 | 197 | 187–207 | +0 | 300 | 4000 | 1.500 |",
+            "| 100.0k | ours | 40 | 200 | 190–210 | +3 | 300 | 4000 | 1.500 |",
+            "| 100.0k | ours-spin | 40 | 104 | 94–114 | -3 | 300 | 4000 | 1.500 |",
+            "| 100.0k | peer | failed: stalled | | | | | | |",
+            "| ours | 10.0 | 4.0 | 6.0 | 262144 B |",
+            "| peer | 3.0 | 4.0 | 0.0 | — |",
+        ] {
+            assert!(table.contains(&format!("\n{line}\n")), "{line}: {table}");
+        }
+        assert!(table.contains("The `-spin` rows poll"), "{table}");
+        let no_spin = Results {
+            latency: vec![
+                latency(100_000, "limit", 197),
+                latency(100_000, "ours", 200),
+            ],
+            ..Results::default()
+        };
+        let table = markdown(&no_spin);
+        assert!(table.contains("One-way latency"), "{table}");
+        assert!(!table.contains("`-spin`"), "{table}");
+        assert!(!table.contains("### Memory"), "{table}");
+        let table = markdown(&Results::default());
+        assert!(!table.contains("One-way latency"), "{table}");
     }
 
     #[test]

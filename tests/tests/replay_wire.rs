@@ -1,7 +1,9 @@
-//! The replay server's side of the wire, byte by byte from a raw socket: client frames parsed
-//! whatever their length encoding and however their headers are split across reads, up to
-//! 1 MiB; unmasked client frames refused; upgrades refused with Binance's real responses;
-//! Betfair request lines read whatever their line ends.
+//! The replay server's side of the wire, byte by byte from a raw socket: upgrade heads
+//! gathered across reads up to 16 KiB; client frames parsed whatever their length encoding
+//! and however their headers are split across reads, up to 1 MiB; unmasked client frames
+//! refused; Close echoed once; upgrades refused with Binance's real responses; the faults'
+//! bytes; Betfair request lines read whatever their line ends, subscriptions answered with
+//! their ids.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -274,6 +276,52 @@ fn refused_upgrades_carry_binances_status_and_body() {
     }
 }
 
+/// An upgrade request for `/ws` exactly `len` bytes long, its end included: a padding
+/// header makes up the length.
+fn padded_upgrade(len: usize) -> Vec<u8> {
+    let start = "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n\
+                 Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+                 Sec-WebSocket-Version: 13\r\nX-Pad: ";
+    let mut head = start.as_bytes().to_vec();
+    head.resize(len - 4, b'x');
+    head.extend_from_slice(b"\r\n\r\n");
+    head
+}
+
+/// The server reads an upgrade request in pieces, whatever they are, up to 16 KiB: a head
+/// written in two parts is answered, one of exactly 16 KiB too; one whose first 16 KiB hold
+/// no end ends the connection, even when its end comes later.
+#[test]
+fn upgrade_heads_are_gathered_across_reads_up_to_16_kib() {
+    const LIMIT: usize = 16 * 1024;
+    let srv = answering_server();
+    let switched = |sock: &mut TcpStream| {
+        let mut head = [0u8; 12];
+        sock.read_exact(&mut head).unwrap();
+        assert_eq!(&head, b"HTTP/1.1 101");
+    };
+    let mut sock = connect(&srv);
+    write_split(&mut sock, &padded_upgrade(300), 40);
+    switched(&mut sock);
+    let mut sock = connect(&srv);
+    sock.write_all(&padded_upgrade(LIMIT)).unwrap();
+    switched(&mut sock);
+    // The server's 4 KiB reads end exactly at 16 KiB, before the head's end.
+    let mut sock = connect(&srv);
+    write_split(&mut sock, &padded_upgrade(LIMIT + 1), LIMIT);
+    let mut rest = Vec::new();
+    let end = sock.read_to_end(&mut rest).map_err(|e| e.kind());
+    assert!(
+        matches!(end, Ok(_) | Err(ErrorKind::ConnectionReset)),
+        "the server kept the connection: {end:?}"
+    );
+    assert!(
+        rest.is_empty(),
+        "answered: {}",
+        String::from_utf8_lossy(&rest)
+    );
+}
+
 /// A `LIST_SUBSCRIPTIONS` request `id`, padded to exactly `len` bytes.
 fn padded_request(id: u32, len: usize) -> Vec<u8> {
     let head = format!("{{\"method\":\"LIST_SUBSCRIPTIONS\",\"id\":{id},\"pad\":\"");
@@ -445,4 +493,121 @@ fn go_silent_sends_exactly_the_messages_before_it() {
         "{} bytes after the fault point",
         bytes.len()
     );
+}
+
+/// Server frames, from `bytes` and then the socket, up to and including the first Close.
+fn frames_until_close(sock: &mut TcpStream, bytes: &mut Vec<u8>) -> Vec<(u8, Vec<u8>)> {
+    let mut frames = Vec::new();
+    loop {
+        while let Some((opcode, payload, used)) = server_frame(bytes) {
+            bytes.drain(..used);
+            frames.push((opcode, payload));
+            if opcode == 8 {
+                return frames;
+            }
+        }
+        let mut chunk = [0u8; 64 * 1024];
+        let n = sock.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed without a Close frame");
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// `ServerShutdown`: Binance's notice after the given message, then the stream goes on to
+/// its end — the notice warns, it does not stop the feed.
+#[test]
+fn server_shutdown_notices_then_streams_on() {
+    let (srv, mut sock, mut bytes) = streaming(ReplayConfig {
+        count: Some(30),
+        fault: Some(Fault::ServerShutdown { after: 10 }),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let frames = frames_until_close(&mut sock, &mut bytes);
+    assert_eq!(frames.len(), 32, "30 messages, the notice, the Close");
+    for (i, (opcode, payload)) in frames[..31].iter().enumerate() {
+        assert_eq!(*opcode, 1);
+        match i {
+            10 => {
+                let text = std::str::from_utf8(payload).unwrap();
+                assert!(
+                    text.starts_with("{\"e\":\"serverShutdown\",\"E\":"),
+                    "{text}"
+                );
+            }
+            _ => {
+                let n = if i < 10 { i } else { i - 1 };
+                assert!(payload[..] == srv.payload(n)[..], "message {n}");
+            }
+        }
+    }
+    assert_eq!(frames[31], (8, 1000u16.to_be_bytes().to_vec()));
+}
+
+/// A Close from the client is answered with a Close of its code and the connection ends;
+/// after the server's own Close, the client's answer gets none back.
+#[test]
+fn client_closes_are_echoed_once() {
+    let srv = answering_server();
+    let mut sock = connect(&srv);
+    upgrade(&mut sock, "/ws");
+    sock.write_all(&client_frame(8, &1001u16.to_be_bytes()))
+        .unwrap();
+    let mut bytes = Vec::new();
+    let frames = frames_until_close(&mut sock, &mut bytes);
+    assert_eq!(frames, [(8, 1001u16.to_be_bytes().to_vec())]);
+    sock.read_to_end(&mut bytes).unwrap();
+    assert!(bytes.is_empty(), "{} bytes after the Close", bytes.len());
+
+    let (_srv, mut sock, mut bytes) = streaming(ReplayConfig {
+        count: Some(100),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    });
+    let frames = frames_until_close(&mut sock, &mut bytes);
+    assert_eq!(frames.len(), 101, "100 messages and the server's Close");
+    sock.write_all(&client_frame(8, &1000u16.to_be_bytes()))
+        .unwrap();
+    sock.read_to_end(&mut bytes).unwrap();
+    assert!(bytes.is_empty(), "a second Close: {bytes:?}");
+}
+
+/// A Betfair market subscription is answered with its own id in every change message; one
+/// that resumes (`initialClk` given) opens with what changed since, a `RESUB_DELTA`, not an
+/// image — whatever its id, the one the scenario was made with included.
+#[test]
+fn betfair_subscriptions_get_their_id_and_resumptions_a_delta() {
+    for (id, resumes) in [(2, false), (2, true), (7, false), (7, true)] {
+        let srv = ReplayServer::start(ReplayConfig {
+            count: Some(3),
+            ..ReplayConfig::new(Scenario::BetfairMcm)
+        })
+        .unwrap();
+        let mut sock = connect(&srv);
+        let from = if resumes {
+            ",\"initialClk\":\"AAAA\",\"clk\":\"AAAB\""
+        } else {
+            ""
+        };
+        let request = format!(
+            "{{\"op\":\"authentication\",\"id\":1,\"appKey\":\"k\",\"session\":\"s\"}}\r\n\
+             {{\"op\":\"marketSubscription\",\"id\":{id}{from},\"marketFilter\":{{}}}}\r\n"
+        );
+        sock.write_all(request.as_bytes()).unwrap();
+        let changes: Vec<String> = lines_until_end(&mut sock)
+            .into_iter()
+            .filter(|l| l.starts_with("{\"op\":\"mcm\""))
+            .collect();
+        assert_eq!(changes.len(), 3, "id {id}");
+        for line in &changes {
+            assert!(
+                line.starts_with(&format!("{{\"op\":\"mcm\",\"id\":{id},")),
+                "{line}"
+            );
+        }
+        let kind = if resumes { "RESUB_DELTA" } else { "SUB_IMAGE" };
+        assert!(
+            changes[0].contains(&format!("\"ct\":\"{kind}\"")),
+            "id {id}: {}",
+            changes[0]
+        );
+    }
 }
