@@ -72,25 +72,29 @@ pub(crate) fn per_message(
             few.count, all.count
         ));
     }
-    let mut counts = Vec::new();
-    let mut inverted = 0;
-    let pairs = repeats.max(1);
-    for _ in 0..pairs {
-        let base = total(client, few)?;
-        let whole = total(client, all)?;
-        // More messages counting no more instructions: what varies from run to run (a
-        // client's start-up, its waits) outweighed the messages — no count to report.
-        if whole > base {
-            counts.push((whole - base) as f64 / (all.count - few.count) as f64);
-        } else {
-            inverted += 1;
-        }
+    let mut totals = Vec::new();
+    for _ in 0..repeats.max(1) {
+        totals.push((total(client, few)?, total(client, all)?));
     }
+    median_per_message(&totals, few.count, all.count)
+}
+
+/// The median over `totals` — the instructions of a run of `few` messages and of one of
+/// `all`, a pair each — of the difference over `all - few`. A pair whose longer run counted
+/// no more is left out: what varies from run to run (a client's start-up, its waits)
+/// outweighed the messages. Half the pairs or more like that: no count to report.
+fn median_per_message(totals: &[(u64, u64)], few: u64, all: u64) -> Result<f64, String> {
+    let mut counts: Vec<f64> = totals
+        .iter()
+        .filter(|(base, whole)| whole > base)
+        .map(|(base, whole)| (whole - base) as f64 / (all - few) as f64)
+        .collect();
+    let inverted = totals.len() - counts.len();
     if counts.len() <= inverted {
         return Err(format!(
-            "in {inverted} of {pairs} pairs the run of {} messages counted no more \
-             instructions than the run of {}",
-            all.count, few.count
+            "in {inverted} of {} pairs the run of {all} messages counted no more \
+             instructions than the run of {few}",
+            totals.len()
         ));
     }
     counts.sort_by(f64::total_cmp);
@@ -120,14 +124,20 @@ fn total(client: &Client, feed: &Feed<'_>) -> Result<u64, String> {
         .map_err(|e| format!("valgrind (Debian package valgrind): {e}"))?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        let last = stderr
-            .lines()
-            .rev()
-            .find(|l| !l.starts_with("=="))
-            .unwrap_or("");
-        return Err(format!("{} under callgrind: {last}", client.name));
+        let why = child_failure(&stderr);
+        return Err(format!("{} under callgrind: {why}", client.name));
     }
     refs(&stderr).ok_or_else(|| format!("no instruction count from callgrind:\n{stderr}"))
+}
+
+/// Why the counted child failed: the last line of its own on standard error (valgrind's
+/// lines, `==PID== …`, come after it).
+fn child_failure(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .rev()
+        .find(|l| !l.starts_with("=="))
+        .unwrap_or("")
 }
 
 /// The total from callgrind's summary line, `==PID== I   refs:      80,360,340`.
@@ -154,6 +164,31 @@ mod tests {
         assert_eq!(
             refs("==1== Callgrind, a call-graph generating cache profiler\n"),
             None
+        );
+    }
+
+    #[test]
+    fn a_failure_reads_the_childs_last_line_not_valgrinds() {
+        let stderr = "==7== Callgrind\nconnect: refused\nthe run failed\n==7== \n\
+                      ==7== I   refs:      1,000\n";
+        assert_eq!(child_failure(stderr), "the run failed");
+        assert_eq!(child_failure("==7== only valgrind\n"), "");
+    }
+
+    #[test]
+    fn a_message_costs_the_median_difference_of_the_pairs() {
+        // 800 messages more: 10, 30 and 20 instructions each.
+        let pairs = [(1_000, 9_000), (2_000, 26_000), (1_500, 17_500)];
+        assert_eq!(median_per_message(&pairs, 200, 1_000), Ok(20.0));
+        // Pairs whose longer run counted no more are left out, while they are fewer than
+        // half: the median of the rest.
+        let pairs = [(1_000, 9_000), (5_000, 5_000), (2_000, 26_000)];
+        assert_eq!(median_per_message(&pairs, 200, 1_000), Ok(30.0));
+        let pairs = [(1_000, 9_000), (5_000, 4_000)];
+        let e = median_per_message(&pairs, 200, 1_000).unwrap_err();
+        assert!(
+            e.starts_with("in 1 of 2 pairs the run of 1000 messages"),
+            "{e}"
         );
     }
 }

@@ -3,7 +3,7 @@
 
 use feedwire_bench::{Recorder, Target, CLIENTS};
 use feedwire_core::tls_config_with_roots;
-use feedwire_replay::{Mode, ReplayConfig, ReplayServer, Scenario};
+use feedwire_replay::{Fault, Mode, ReplayConfig, ReplayServer, Scenario};
 
 fn server(scenario: Scenario, count: usize, mode: Mode, tls: bool) -> ReplayServer {
     ReplayServer::start(ReplayConfig {
@@ -95,5 +95,36 @@ fn latency_runs_read_the_send_stamps() {
             .unwrap_or_else(|e| panic!("{}: {e}", client.name));
         let h = rec.latency().expect("histogram");
         assert_eq!(h.len(), 300, "{}: every message stamped", client.name);
+    }
+}
+
+/// A feedwire client whose stream ends for good before its run is complete says so when
+/// the end comes, rather than waiting out the stall (a minute): an upgrade refused with 403,
+/// a Betfair login refused for its session — failures no reconnect mends.
+#[test]
+fn feedwire_clients_report_a_stream_that_ends_for_good() {
+    let refused = ReplayServer::start(ReplayConfig {
+        fault: Some(Fault::RefuseUpgrade(403)),
+        ..ReplayConfig::new(Scenario::SmallAggTrade)
+    })
+    .expect("replay server");
+    let betfair = server(Scenario::BetfairMcm, 50, Mode::Firehose, false);
+    betfair.require_betfair_session("another session");
+    for (srv, lines) in [(refused, false), (betfair, true)] {
+        let target = target(&srv);
+        let ours = CLIENTS.iter().filter(|c| {
+            c.name.starts_with("feedwire") && if lines { c.lines } else { c.websocket }
+        });
+        for client in ours {
+            let e = (client.run)(&target, Recorder::new(100, false))
+                .map(|_| ())
+                .expect_err(client.name);
+            // Not "stalled": the end was seen when it came.
+            assert!(
+                e.contains("ended early") || e.contains("disconnected"),
+                "{}: {e}",
+                client.name
+            );
+        }
     }
 }

@@ -14,7 +14,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use feedwire_core::testing::TextValidator;
 
@@ -58,21 +58,21 @@ fn connect_and_receive(
             let tls = super::tls::blocking(target, config, sock)?;
             if spin {
                 nonblocking(&tls.sock)?;
-                return receive(Spinning(tls), target, rec, validate);
+                return receive(Spinning(tls, STALL), target, rec, validate);
             }
             receive(tls, target, rec, validate)
         }
         None if spin => {
             nonblocking(&sock)?;
-            receive(Spinning(sock), target, rec, validate)
+            receive(Spinning(sock, STALL), target, rec, validate)
         }
         None => receive(sock, target, rec, validate),
     }
 }
 
 /// A non-blocking socket used as a blocking one: an operation that would block is tried
-/// again at once, for at most [`STALL`].
-struct Spinning<S>(S);
+/// again at once, for at most the given while ([`STALL`]), then fails as timed out.
+struct Spinning<S>(S, Duration);
 
 impl<S> Spinning<S> {
     fn retry<T>(&mut self, mut op: impl FnMut(&mut S) -> io::Result<T>) -> io::Result<T> {
@@ -80,7 +80,7 @@ impl<S> Spinning<S> {
         loop {
             match op(&mut self.0) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if since.elapsed() > STALL {
+                    if since.elapsed() > self.1 {
                         return Err(io::ErrorKind::TimedOut.into());
                     }
                     std::hint::spin_loop();
@@ -240,7 +240,8 @@ impl Frames {
             let Some((b0, len)) = self.header(&mut data) else {
                 return Ok(false);
             };
-            let data_frame = b0 & 0x0F != 0x8 && b0 & 0x08 == 0;
+            // Opcodes 0x8-0xF (Close, Ping, Pong, reserved) are the control frames.
+            let data_frame = b0 & 0x08 == 0;
             self.data_frame = data_frame;
             if data_frame {
                 self.fin = b0 & 0x80 != 0;
@@ -396,6 +397,134 @@ mod tests {
     use feedwire_core::testing::server_frame;
 
     use super::*;
+
+    /// Answers each call with the next of `script` (then `WouldBlock` for ever), counting
+    /// flushes.
+    struct Scripted {
+        script: Vec<io::Result<usize>>,
+        flushes: usize,
+    }
+
+    impl Scripted {
+        fn new(mut script: Vec<io::Result<usize>>) -> Self {
+            script.reverse();
+            Self { script, flushes: 0 }
+        }
+
+        fn next(&mut self) -> io::Result<usize> {
+            self.script
+                .pop()
+                .unwrap_or_else(|| Err(io::ErrorKind::WouldBlock.into()))
+        }
+    }
+
+    impl Read for Scripted {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            self.next()
+        }
+    }
+
+    impl Write for Scripted {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            self.next()
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            self.next()?;
+            self.flushes += 1;
+            Ok(())
+        }
+    }
+
+    /// Reads `pieces` one a call (then the end), and takes whatever is written.
+    struct Pieces(std::collections::VecDeque<Vec<u8>>);
+
+    impl Read for Pieces {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let Some(mut piece) = self.0.pop_front() else {
+                return Ok(0);
+            };
+            let n = piece.len().min(buf.len());
+            buf[..n].copy_from_slice(&piece[..n]);
+            if n < piece.len() {
+                self.0.push_front(piece.split_off(n));
+            }
+            Ok(n)
+        }
+    }
+
+    impl Write for Pieces {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_upgrade_response_is_gathered_across_reads_up_to_the_buffer() {
+        let target = Target::from_url("ws://127.0.0.1:1/ws");
+        let frame = server_frame(true, 0x1, b"{}");
+        let mut rest = b" Protocols\r\nUpgrade: websocket\r\n\r\n".to_vec();
+        rest.extend_from_slice(&frame);
+        let mut sock = Pieces([b"HTTP/1.1 101 Switching".to_vec(), rest].into());
+        let mut buf = vec![0u8; 1024];
+        let (start, end) = handshake(&mut sock, &target, &mut buf).unwrap();
+        assert_eq!(&buf[start..end], &frame[..], "the bytes after the head");
+        let mut endless = Pieces(vec![b"HTTP/1.1 101 x".to_vec(); 100].into());
+        let e = handshake(&mut endless, &target, &mut buf).unwrap_err();
+        assert_eq!(e, "response head too long");
+    }
+
+    /// In latency runs each message's first bytes reach the recorder, however reads cut them:
+    /// the send stamp is read from a message cut a few bytes in.
+    #[test]
+    fn heads_are_gathered_across_reads_in_latency_runs() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros();
+        let payload = format!(
+            "{{\"stream\":\"x\",\"ts_us\":{},\"p\":\"{}\"}}",
+            now - 100,
+            "9".repeat(300)
+        );
+        let wire = server_frame(true, 0x1, payload.as_bytes());
+        for at in [3, 10, 40, HEAD, wire.len() - 1] {
+            let mut frames = Frames::new(true);
+            let mut rec = Recorder::new(1, true);
+            assert!(!frames.feed(&wire[..at], &mut rec).unwrap());
+            assert!(frames.feed(&wire[at..], &mut rec).unwrap());
+            assert_eq!(rec.latency().unwrap().len(), 1, "cut at {at}");
+        }
+    }
+
+    #[test]
+    fn spinning_retries_what_would_block_until_the_stall() {
+        let would_block = || Err(io::ErrorKind::WouldBlock.into());
+        let stall = Duration::from_millis(20);
+        let mut s = Spinning(
+            Scripted::new(vec![would_block(), would_block(), Ok(7)]),
+            stall,
+        );
+        assert_eq!(s.read(&mut [0; 8]).unwrap(), 7);
+        let mut s = Spinning(Scripted::new(vec![would_block(), Ok(0)]), stall);
+        s.flush().unwrap();
+        assert_eq!(s.0.flushes, 1, "the socket's own flush, retried");
+        // Nothing ever comes: timed out, once the stall is over.
+        let mut s = Spinning(Scripted::new(Vec::new()), stall);
+        let since = Instant::now();
+        let e = s.read(&mut [0; 8]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(since.elapsed() >= stall);
+        // Any other error is the caller's at once: not retried, not turned into a timeout.
+        let reset = Err(io::ErrorKind::ConnectionReset.into());
+        let mut s = Spinning(Scripted::new(vec![reset, Ok(1)]), stall);
+        let e = s.write(b"x").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionReset);
+    }
 
     /// `wire` fed in two pieces split at every position: Ok(messages) or the error.
     fn every_split(wire: &[u8], validate: bool) -> Vec<Result<u64, String>> {
