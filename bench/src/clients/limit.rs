@@ -502,6 +502,52 @@ mod tests {
     }
 
     #[test]
+    fn every_header_length_is_read_however_the_header_is_cut() {
+        // 7-bit, 16-bit and 64-bit lengths: headers of 2, 4 and 10 bytes.
+        for len in [100, 1_000, 70_000] {
+            let wire = server_frame(true, 0x1, "é".repeat(len / 2).as_bytes());
+            for at in 0..=12 {
+                let mut frames = Frames::new(true);
+                let mut rec = Recorder::new(1, false);
+                assert!(
+                    !frames.feed(&wire[..at], &mut rec).unwrap(),
+                    "{len} cut at {at}"
+                );
+                assert!(
+                    frames.feed(&wire[at..], &mut rec).unwrap(),
+                    "{len} cut at {at}"
+                );
+                assert_eq!(rec.window().unwrap().bytes, len as u64);
+            }
+        }
+    }
+
+    /// The line splitter in a latency run: three lines that are not data, then stamped
+    /// lines, each cut across reads a few bytes in — every stamp read.
+    #[test]
+    fn line_heads_are_gathered_across_reads_in_latency_runs() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros();
+        let mut pieces = vec![b"{\"op\":\"connection\"}\r\n{\"op\":\"status\"}\r\n".to_vec()];
+        pieces.push(b"{\"op\":\"status\"}\r\n".to_vec());
+        for cut in [3, 10, 60, HEAD + 5] {
+            let line = format!(
+                "{{\"op\":\"mcm\",\"ts_us\":{},\"pt\":1,\"mc\":[{}]}}\r\n",
+                now - 100,
+                "1,".repeat(100) + "1"
+            );
+            pieces.push(line.as_bytes()[..cut].to_vec());
+            pieces.push(line.as_bytes()[cut..].to_vec());
+        }
+        let mut rec = Recorder::new(4, true);
+        let mut buf = vec![0u8; READ];
+        lines(&mut Pieces(pieces.into()), &mut buf, &mut rec).unwrap();
+        assert_eq!(rec.latency().unwrap().len(), 4);
+    }
+
+    #[test]
     fn spinning_retries_what_would_block_until_the_stall() {
         let would_block = || Err(io::ErrorKind::WouldBlock.into());
         let stall = Duration::from_millis(20);
