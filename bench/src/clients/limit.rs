@@ -530,21 +530,24 @@ mod tests {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_micros();
+        let line = format!(
+            "{{\"op\":\"mcm\",\"ts_us\":{},\"pt\":1,\"mc\":[{}]}}\r\n",
+            now - 100,
+            "1,".repeat(100) + "1"
+        )
+        .into_bytes();
         let mut pieces = vec![b"{\"op\":\"connection\"}\r\n{\"op\":\"status\"}\r\n".to_vec()];
         pieces.push(b"{\"op\":\"status\"}\r\n".to_vec());
         for cut in [3, 10, 60, HEAD + 5] {
-            let line = format!(
-                "{{\"op\":\"mcm\",\"ts_us\":{},\"pt\":1,\"mc\":[{}]}}\r\n",
-                now - 100,
-                "1,".repeat(100) + "1"
-            );
-            pieces.push(line.as_bytes()[..cut].to_vec());
-            pieces.push(line.as_bytes()[cut..].to_vec());
+            pieces.extend([line[..cut].to_vec(), line[cut..].to_vec()]);
         }
-        let mut rec = Recorder::new(4, true);
+        // One line in three reads, the second past the head's end.
+        let (a, b) = (3, HEAD + 20);
+        pieces.extend([&line[..a], &line[a..b], &line[b..]].map(<[u8]>::to_vec));
+        let mut rec = Recorder::new(5, true);
         let mut buf = vec![0u8; READ];
         lines(&mut Pieces(pieces.into()), &mut buf, &mut rec).unwrap();
-        assert_eq!(rec.latency().unwrap().len(), 4);
+        assert_eq!(rec.latency().unwrap().len(), 5);
     }
 
     #[test]
