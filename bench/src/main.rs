@@ -242,6 +242,50 @@ mod tests {
         assert!(parse(["--help".to_owned()].into_iter()).unwrap().is_none());
     }
 
+    /// Each flag sets its option, whatever comes after it.
+    #[test]
+    fn flags_set_what_they_name() {
+        let parsed = |args: &[&str]| {
+            parse(args.iter().map(|a| (*a).to_owned()))
+                .expect("valid flags")
+                .expect("not --help")
+        };
+        let full = parsed(&[]).options;
+        assert_eq!((full.count_divisor, full.latency_secs), (1, 3));
+        assert_eq!(full.scenarios.len(), 7);
+        assert_eq!(full.latency_rates, [10_000, 100_000]);
+        assert!(full.memory && !full.pin && !full.tls && full.clients.is_empty());
+        let quick = parsed(&["--quick"]).options;
+        assert_eq!((quick.count_divisor, quick.latency_secs), (5, 1));
+        let inv = parsed(&[
+            "--scenario",
+            "betfair_mcm",
+            "--client",
+            "limit",
+            "--client",
+            "feedwire-mio",
+            "--no-latency",
+            "--no-memory",
+            "--pin",
+            "--tls",
+            "--json",
+            "a.json",
+            "--markdown",
+            "b.md",
+            "--quick",
+        ]);
+        let o = &inv.options;
+        assert_eq!(o.scenarios.len(), 1);
+        assert_eq!(o.scenarios[0].name(), "betfair_mcm");
+        assert_eq!(o.clients, ["limit", "feedwire-mio"]);
+        assert!(o.latency_rates.is_empty() && !o.memory && o.pin && o.tls);
+        assert_eq!(inv.json_path.as_deref(), Some("a.json"));
+        assert_eq!(inv.markdown_path.as_deref(), Some("b.md"));
+        let latency_only = parsed(&["--scenario", "small_aggtrade", "--no-throughput"]);
+        assert!(latency_only.options.scenarios.is_empty());
+        assert_eq!(latency_only.options.latency_rates.len(), 2);
+    }
+
     #[test]
     fn instructions_are_counted_only_when_asked() {
         let counted = |args: &[&str]| {

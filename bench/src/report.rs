@@ -669,7 +669,10 @@ mod tests {
         ];
         assert_eq!(best_peer(&rows, "s").map(|r| r.client), Some("cheap"));
         assert_eq!(best_peer(&rows[..2], "s").map(|r| r.client), None);
-        assert!(limit(&[row("limit", false, &[None])], "s").is_none(), "a failed limit");
+        assert!(
+            limit(&[row("limit", false, &[None])], "s").is_none(),
+            "a failed limit"
+        );
         let table = markdown(&Results {
             rows,
             ..Results::default()

@@ -8,7 +8,7 @@ use feedwire_replay::{measure, root_store_of, ChildServer, Mode, ReplayConfig, S
 
 use crate::clients::{Client, Target, ALL};
 use crate::instructions::{self, Feed};
-use crate::recorder::Recorder;
+use crate::recorder::{Recorder, Window};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -215,20 +215,27 @@ struct Sample {
     read_buffer: Option<u64>,
 }
 
+impl Sample {
+    /// The rates of a run of `count` messages that measured `w`.
+    fn of(w: &Window, count: u64, read_buffer: Option<u64>) -> Self {
+        let msgs = w.messages.max(1) as f64;
+        Self {
+            msgs_per_s: msgs / w.wall.as_secs_f64().max(1e-9),
+            cpu_us_per_msg: w.cpu.as_secs_f64() * 1e6 / msgs,
+            messages: count,
+            bytes: w.bytes,
+            read_buffer,
+        }
+    }
+}
+
 fn run_once(client: &Client, target: &Target, count: u64) -> Result<Sample, String> {
     let rec = Recorder::new(count, false);
     let (rec, extra) = (client.run)(target, rec)?;
     let w = rec
         .window()
         .ok_or_else(|| format!("incomplete: {} of {count} messages", rec.messages()))?;
-    let msgs = w.messages.max(1) as f64;
-    Ok(Sample {
-        msgs_per_s: msgs / w.wall.as_secs_f64().max(1e-9),
-        cpu_us_per_msg: w.cpu.as_secs_f64() * 1e6 / msgs,
-        messages: count,
-        bytes: w.bytes,
-        read_buffer: extra.read_buffer_bytes,
-    })
+    Ok(Sample::of(&w, count, extra.read_buffer_bytes))
 }
 
 /// The median of `v`; NaN when empty.
@@ -701,4 +708,49 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Res
         results.paced_instructions = run_paced_instructions(options, progress)?;
     }
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_reads_as_messages_a_second_and_cpu_a_message() {
+        let w = Window {
+            messages: 1_000,
+            bytes: 200_000,
+            wall: Duration::from_millis(10),
+            cpu: Duration::from_millis(5),
+        };
+        let s = Sample::of(&w, 1_001, Some(4096));
+        assert!((s.msgs_per_s - 100_000.0).abs() < 1e-6, "{}", s.msgs_per_s);
+        assert!(
+            (s.cpu_us_per_msg - 5.0).abs() < 1e-9,
+            "{}",
+            s.cpu_us_per_msg
+        );
+        assert_eq!(
+            (s.messages, s.bytes, s.read_buffer),
+            (1_001, 200_000, Some(4096))
+        );
+    }
+
+    #[test]
+    fn the_median_is_the_middle_or_the_mean_of_the_two_middles() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(vec![7.0]), 7.0);
+        assert!(median(Vec::new()).is_nan());
+        assert_eq!(range(&[3.0, 1.0, 2.0]), (1.0, 3.0));
+    }
+
+    #[test]
+    fn pinned_the_server_runs_on_a_cpu_of_its_own() {
+        let pinned = BenchOptions {
+            pin: true,
+            ..BenchOptions::quick()
+        };
+        assert_eq!(server_cpu(&pinned), Some(CLIENT_CPU + 1));
+        assert_eq!(server_cpu(&BenchOptions::quick()), None);
+    }
 }
