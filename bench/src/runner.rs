@@ -215,13 +215,18 @@ struct Sample {
     read_buffer: Option<u64>,
 }
 
+/// CPU per message over the window `w`, µs.
+fn cpu_us_per_msg(w: &Window) -> f64 {
+    w.cpu.as_secs_f64() * 1e6 / w.messages.max(1) as f64
+}
+
 impl Sample {
     /// The rates of a run of `count` messages that measured `w`.
     fn of(w: &Window, count: u64, read_buffer: Option<u64>) -> Self {
         let msgs = w.messages.max(1) as f64;
         Self {
             msgs_per_s: msgs / w.wall.as_secs_f64().max(1e-9),
-            cpu_us_per_msg: w.cpu.as_secs_f64() * 1e6 / msgs,
+            cpu_us_per_msg: cpu_us_per_msg(w),
             messages: count,
             bytes: w.bytes,
             read_buffer,
@@ -318,6 +323,11 @@ pub fn run_scenario(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<Row>, String> {
     let (server, target, count) = firehose(options, scenario)?;
+    progress(&format!(
+        "{}: {count} messages a run from {}",
+        scenario.name(),
+        target.url
+    ));
     let clients: Vec<&Client> = options
         .selected()
         .into_iter()
@@ -507,9 +517,7 @@ struct LatencySample {
 fn latency_once(client: &Client, target: &Target, count: u64) -> Result<LatencySample, String> {
     let (rec, _) = (client.run)(target, Recorder::new(count, true))?;
     let h = rec.latency().expect("latency run");
-    let cpu = rec.window().map_or(f64::NAN, |w| {
-        w.cpu.as_secs_f64() * 1e6 / w.messages.max(1) as f64
-    });
+    let cpu = rec.window().map_or(f64::NAN, |w| cpu_us_per_msg(&w));
     Ok(LatencySample {
         p50: h.value_at_quantile(0.50),
         p99: h.value_at_quantile(0.99),
@@ -546,6 +554,10 @@ pub fn run_latency(
         )
         .map_err(|e| format!("replay server: {e}"))?;
         let target = target_of(&server)?;
+        progress(&format!(
+            "latency at {rate}/s: {count} messages a run from {}",
+            target.url
+        ));
         let mut samples: Vec<Vec<LatencySample>> = clients.iter().map(|_| Vec::new()).collect();
         let mut failures: Vec<Option<String>> = clients.iter().map(|_| None).collect();
         for round in 0..options.latency_runs {
@@ -617,6 +629,10 @@ pub fn run_memory(
         ..options.clone()
     };
     let (server, _, count) = firehose(&plain, Scenario::HugeTickerArr)?;
+    progress(&format!(
+        "memory: {count} messages a run from {}, a fresh process a client",
+        server.url()
+    ));
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
     for client in options
