@@ -210,13 +210,18 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{parse, Invocation};
+
+    /// What valid flags (not `--help`) ask for.
+    fn parsed(args: &[&str]) -> Invocation {
+        parse(args.iter().map(|a| (*a).to_owned()))
+            .expect("valid flags")
+            .expect("not --help")
+    }
 
     fn rounds(args: &[&str]) -> (usize, usize) {
-        let inv = parse(args.iter().map(|a| (*a).to_owned()))
-            .expect("valid flags")
-            .expect("not --help");
-        (inv.options.runs, inv.options.latency_runs)
+        let o = parsed(args).options;
+        (o.runs, o.latency_runs)
     }
 
     #[test]
@@ -245,11 +250,6 @@ mod tests {
     /// Each flag sets its option, whatever comes after it.
     #[test]
     fn flags_set_what_they_name() {
-        let parsed = |args: &[&str]| {
-            parse(args.iter().map(|a| (*a).to_owned()))
-                .expect("valid flags")
-                .expect("not --help")
-        };
         let full = parsed(&[]).options;
         assert_eq!((full.count_divisor, full.latency_secs), (1, 3));
         assert_eq!(full.scenarios.len(), 7);
@@ -288,13 +288,7 @@ mod tests {
 
     #[test]
     fn instructions_are_counted_only_when_asked() {
-        let counted = |args: &[&str]| {
-            parse(args.iter().map(|a| (*a).to_owned()))
-                .expect("valid flags")
-                .expect("not --help")
-                .options
-                .instructions
-        };
+        let counted = |args: &[&str]| parsed(args).options.instructions;
         assert!(!counted(&["--quick"]));
         assert!(counted(&["--quick", "--instructions"]));
     }

@@ -478,14 +478,19 @@ mod tests {
         assert_eq!(e, "response head too long");
     }
 
+    /// Microseconds since the epoch: a send stamp of now.
+    fn now_us() -> u128 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros()
+    }
+
     /// In latency runs each message's first bytes reach the recorder, however reads cut them:
     /// the send stamp is read from a message cut a few bytes in.
     #[test]
     fn heads_are_gathered_across_reads_in_latency_runs() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_micros();
+        let now = now_us();
         let payload = format!(
             "{{\"stream\":\"x\",\"ts_us\":{},\"p\":\"{}\"}}",
             now - 100,
@@ -526,10 +531,7 @@ mod tests {
     /// lines, each cut across reads a few bytes in — every stamp read.
     #[test]
     fn line_heads_are_gathered_across_reads_in_latency_runs() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_micros();
+        let now = now_us();
         let line = format!(
             "{{\"op\":\"mcm\",\"ts_us\":{},\"pt\":1,\"mc\":[{}]}}\r\n",
             now - 100,
