@@ -11,14 +11,11 @@ use serde_json::Value;
 /// Throughput clients: measured in every table.
 const CLIENTS: [&str; 3] = ["limit", "feedwire-blocking", "tokio-websockets"];
 
-/// Runs the benchmark binary with `args` and `--json`/`--markdown`; its JSON rows, its
-/// markdown report and its progress (standard error).
-fn bench(args: &[&str]) -> (Vec<Value>, String, String) {
-    let dir = std::env::temp_dir().join(format!(
-        "feedwire-bench-run-{}-{}",
-        std::process::id(),
-        args.len()
-    ));
+/// Runs the benchmark binary with `args` and `--json`/`--markdown` (in a directory named
+/// after `run`); its JSON rows, its markdown report and its progress (standard error).
+fn bench(run: &str, args: &[&str]) -> (Vec<Value>, String, String) {
+    let dir =
+        std::env::temp_dir().join(format!("feedwire-bench-run-{}-{}", std::process::id(), run));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let (json_path, markdown_path) = (dir.join("out.json"), dir.join("out.md"));
     let out = Command::new(env!("CARGO_BIN_EXE_feedwire-bench"))
@@ -74,7 +71,7 @@ fn a_short_run_reports_every_scenario_client_rate_and_memory() {
     for client in CLIENTS.iter().chain(&["limit-spin"]) {
         args.extend(["--client", client]);
     }
-    let (rows, markdown, progress) = bench(&args);
+    let (rows, markdown, progress) = bench("plain", &args);
     for scenario in ["small_aggtrade", "huge_ticker_arr"] {
         for client in CLIENTS {
             let r = find(&rows, scenario, client);
@@ -158,20 +155,23 @@ fn a_short_run_reports_every_scenario_client_rate_and_memory() {
 
 #[test]
 fn a_short_run_over_tls() {
-    let (rows, markdown, progress) = bench(&[
-        "--quick",
-        "--runs",
-        "1",
-        "--tls",
-        "--scenario",
-        "medium_kline",
-        "--scenario",
-        "betfair_mcm",
-        "--client",
-        "limit",
-        "--client",
-        "feedwire-mio",
-    ]);
+    let (rows, markdown, progress) = bench(
+        "tls",
+        &[
+            "--quick",
+            "--runs",
+            "1",
+            "--tls",
+            "--scenario",
+            "medium_kline",
+            "--scenario",
+            "betfair_mcm",
+            "--client",
+            "limit",
+            "--client",
+            "feedwire-mio",
+        ],
+    );
     for scenario in ["medium_kline", "betfair_mcm"] {
         for client in ["limit", "feedwire-mio"] {
             assert_eq!(find(&rows, scenario, client)["runs"], 1);
