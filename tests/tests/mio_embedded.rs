@@ -690,7 +690,11 @@ fn turns_in_a_second(feed: &mut MioLoop) -> usize {
 
 /// A consumer that does not take its events: the loop stops reading the stream (its socket
 /// holds the rest) and sleeps until the consumer makes room — it does not spin on the input
-/// it is holding back.
+/// it is holding back, nor wake for each piece of it that arrives. The server writes its
+/// 100 messages 2 ms apart, each its own segment: a socket left registered for readability
+/// woke the loop for every one (106 turns in the second; about ten now, half of them the
+/// 200 ms turns' own). Once the consumer takes, every message comes: what arrived while the
+/// socket was not registered is reported when it is again.
 #[test]
 fn a_loop_whose_consumer_is_behind_sleeps_until_it_takes() {
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
@@ -701,9 +705,11 @@ fn a_loop_whose_consumer_is_behind_sleeps_until_it_takes() {
         use std::io::{Read, Write};
         let (mut sock, _) = listener.accept().unwrap();
         feedwire_tests::scenarios::accept_upgrade(&mut sock);
+        sock.set_nodelay(true).unwrap();
         let frame = feedwire_core::testing::server_frame(true, 1, SMALL);
         for _ in 0..100 {
             sock.write_all(&frame).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
         }
         while matches!(sock.read(&mut [0; 512]), Ok(n) if n > 0) {}
     });
@@ -720,6 +726,85 @@ fn a_loop_whose_consumer_is_behind_sleeps_until_it_takes() {
             taken += usize::from(data(&event));
         }
     }
+    feed.stop(id);
+    drop(feed);
+    server.join().unwrap();
+}
+
+/// Output waiting for a slow peer while the stream's consumer is behind: the socket, not
+/// registered for readability then, is registered for writability alone, the output goes
+/// out as the peer reads, and once the consumer takes, the input held back comes whole.
+#[test]
+fn output_waiting_while_the_consumer_is_behind_goes_out_and_the_input_follows() {
+    const SENT: usize = 32 << 20;
+    const ON_THE_WIRE: usize = SENT + 14;
+    let mut feed = MioLoop::new(MioOptions::default()).unwrap();
+    let (tx, mut events) = feedwire_mio::event_channel(4);
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let (got_tx, got) = std::sync::mpsc::channel::<usize>();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut sock, _) = listener.accept().unwrap();
+        feedwire_tests::scenarios::accept_upgrade(&mut sock);
+        let frame = feedwire_core::testing::server_frame(true, 1, SMALL);
+        sock.write_all(&frame.repeat(100)).unwrap();
+        go_rx.recv().unwrap(); // not reading until then
+        let (mut total, mut buf) = (0, vec![0u8; 1 << 16]);
+        while total < ON_THE_WIRE {
+            match sock.read(&mut buf).unwrap() {
+                0 => break,
+                n => total += n,
+            }
+        }
+        got_tx.send(total).unwrap();
+        while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+    config.timeouts.first_data = None;
+    config.timeouts.idle = None;
+    config.timeouts.keepalive = None;
+    config.max_send_queue = 64 << 20;
+    let (id, _) = feed.connect(config, Delivery::Channel(tx)).unwrap();
+    let (mut taken, mut open) = (0, false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !open {
+        assert!(Instant::now() < deadline, "the stream did not open");
+        feed.turn(Some(Duration::from_millis(50)), |_| {}).unwrap();
+        while let Ok(event) = events.try_recv() {
+            open |= opened(&event);
+            taken += usize::from(data(&event));
+        }
+    }
+    // The channel fills and stays full: the consumer is behind from here on.
+    for _ in 0..3 {
+        feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
+    }
+    feed.send_binary(id, &vec![7u8; SENT]).unwrap();
+    for _ in 0..3 {
+        feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
+    }
+    go.send(()).unwrap();
+    let total = loop {
+        if let Ok(total) = got.try_recv() {
+            break total;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the rest of the message did not go out"
+        );
+        feed.turn(Some(Duration::from_millis(100)), |_| {}).unwrap();
+    };
+    assert_eq!(total, ON_THE_WIRE);
+    while taken < 100 {
+        assert!(Instant::now() < deadline, "{taken} of 100 messages");
+        feed.turn(Some(Duration::from_millis(50)), |_| {}).unwrap();
+        while let Ok(event) = events.try_recv() {
+            taken += usize::from(data(&event));
+        }
+    }
+    assert_eq!(taken, 100);
     feed.stop(id);
     drop(feed);
     server.join().unwrap();

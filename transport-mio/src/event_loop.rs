@@ -19,7 +19,8 @@ use crate::loop_thread::LoopId;
 use crate::resolver::Resolver;
 use crate::slot::Slab;
 use crate::stream_io::{
-    connect_next, deliver, fall_back_if_due, flush, id_of, pump, read, set_low_water, Entry,
+    connect_next, deliver, fall_back_if_due, flush, follow_consumer, id_of, pump, read,
+    set_low_water, Entry,
 };
 
 const WAKER: Token = Token(usize::MAX);
@@ -601,6 +602,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         set_low_water(e, now);
         pump(e, &mut self.resolver, id, self.poll.registry());
         deliver(e);
+        follow_consumer(e, self.poll.registry(), id);
         let deadline = match (e.stream.poll_timeout(), e.fallback_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

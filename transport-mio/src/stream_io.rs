@@ -38,6 +38,9 @@ pub(crate) struct Sock {
     pub(crate) out: WriteQueue,
     /// TCP connect completed (and TLS handshake, if any).
     pub(crate) ready: bool,
+    /// Registered for readability: unless the stream's consumer is behind (see
+    /// [`follow_consumer`]).
+    pub(crate) readable_interest: bool,
     /// Registered for writability: until the TCP connect completes, then only while bytes
     /// wait in `out` (an idle stream gets no writable wake-ups).
     pub(crate) writable_interest: bool,
@@ -113,6 +116,7 @@ pub(crate) fn connect_next<H>(
             tls: None,
             out: WriteQueue::default(),
             ready: false,
+            readable_interest: true,
             writable_interest: true,
             read_closed: false,
             low_water: RecvLowWater::default(),
@@ -429,18 +433,56 @@ pub(crate) fn flush<H>(e: &mut Entry<H>, registry: &mio::Registry, id: StreamId)
             break;
         }
     }
-    let want = !sock.out.is_empty();
-    if want != sock.writable_interest {
-        let interest = if want {
-            Interest::READABLE | Interest::WRITABLE
-        } else {
-            Interest::READABLE
-        };
-        if let Err(err) = registry.reregister(&mut sock.tcp, token(id), interest) {
-            return e
-                .stream
-                .handle_transport_error(&err.to_string(), Instant::now());
-        }
-        sock.writable_interest = want;
+    let (readable, writable) = (sock.readable_interest, !sock.out.is_empty());
+    if let Err(err) = set_interest(sock, registry, id, readable, writable) {
+        e.stream
+            .handle_transport_error(&err.to_string(), Instant::now());
     }
+}
+
+/// While the stream's consumer is behind, its socket is not read (`read` waits for the
+/// pending events to go), and it is not registered for readability either: under
+/// edge-triggered readiness every segment that arrived meanwhile woke the loop for nothing,
+/// a turn each until the receive window closed. Registered again once the consumer took
+/// them, the socket reports what arrived meanwhile.
+pub(crate) fn follow_consumer<H>(e: &mut Entry<H>, registry: &mio::Registry, id: StreamId) {
+    let Some(sock) = e.sock.as_mut() else { return };
+    let readable = e.pending.is_empty();
+    if readable == sock.readable_interest {
+        return;
+    }
+    let writable = sock.writable_interest;
+    if let Err(err) = set_interest(sock, registry, id, readable, writable) {
+        e.stream
+            .handle_transport_error(&err.to_string(), Instant::now());
+    }
+}
+
+/// Registers `sock` for what is wanted, when that changed; wanting neither deregisters it
+/// (`epoll` has no empty interest), and registering it again reports the readiness it has.
+fn set_interest(
+    sock: &mut Sock,
+    registry: &mio::Registry,
+    id: StreamId,
+    readable: bool,
+    writable: bool,
+) -> std::io::Result<()> {
+    if (readable, writable) == (sock.readable_interest, sock.writable_interest) {
+        return Ok(());
+    }
+    let registered = sock.readable_interest || sock.writable_interest;
+    let interest = match (readable, writable) {
+        (true, true) => Some(Interest::READABLE | Interest::WRITABLE),
+        (true, false) => Some(Interest::READABLE),
+        (false, true) => Some(Interest::WRITABLE),
+        (false, false) => None,
+    };
+    match interest {
+        Some(interest) if registered => registry.reregister(&mut sock.tcp, token(id), interest)?,
+        Some(interest) => registry.register(&mut sock.tcp, token(id), interest)?,
+        None => registry.deregister(&mut sock.tcp)?,
+    }
+    sock.readable_interest = readable;
+    sock.writable_interest = writable;
+    Ok(())
 }
