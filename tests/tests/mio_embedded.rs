@@ -614,53 +614,86 @@ fn each_further_read_of_a_service_is_stamped_when_it_was_read() {
 /// is writable while output waits.
 #[test]
 fn output_the_socket_could_not_take_goes_out_as_the_peer_reads() {
-    // More than loopback's socket buffers hold between them; a masked frame's header is 14
-    // bytes.
-    const SENT: usize = 32 << 20;
-    const ON_THE_WIRE: usize = SENT + 14;
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
-    let (go, go_rx) = std::sync::mpsc::channel::<()>();
-    let (got_tx, got) = std::sync::mpsc::channel::<usize>();
-    let script = move |sock: &mut std::net::TcpStream| {
-        use std::io::Read;
-        go_rx.recv().unwrap(); // not reading until then
-        let (mut total, mut buf) = (0, vec![0u8; 1 << 16]);
-        while total < ON_THE_WIRE {
-            match sock.read(&mut buf).unwrap() {
-                0 => break,
-                n => total += n,
-            }
-        }
-        got_tx.send(total).unwrap();
-    };
+    let (reader, client) = slow_reader();
     let (id, timeline, server) = hand_served(
         &mut feed,
         "/ws",
         Duration::ZERO,
         |c| c.max_send_queue = 64 << 20,
-        script,
+        move |sock| reader.read(sock),
     );
     turn_until(&mut feed, "the stream to open", || timeline.any(opened));
-    feed.send_binary(id, &vec![7u8; SENT]).unwrap();
-    for _ in 0..3 {
-        feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
-    }
-    go.send(()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let total = loop {
-        if let Ok(total) = got.try_recv() {
-            break total;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the rest of the message did not go out"
-        );
-        feed.turn(Some(Duration::from_millis(100)), |_| {}).unwrap();
-    };
-    assert_eq!(total, ON_THE_WIRE);
+    assert_eq!(client.send(&mut feed, id), SLOW_READ + 14);
     feed.stop(id);
     drop(feed);
     server.join().unwrap();
+}
+
+/// What a reader that waits gets: more than loopback's socket buffers hold between them.
+const SLOW_READ: usize = 32 << 20;
+
+/// The server's side of [`slow_reader`].
+struct SlowReader {
+    go: std::sync::mpsc::Receiver<()>,
+    got: std::sync::mpsc::Sender<usize>,
+}
+
+/// The client's side of [`slow_reader`].
+struct SlowReaderClient {
+    go: std::sync::mpsc::Sender<()>,
+    got: std::sync::mpsc::Receiver<usize>,
+}
+
+/// A server that reads nothing until the client has sent [`SLOW_READ`] bytes in one binary
+/// message and turned a while (the socket could not take them at once), then reads the
+/// whole frame and says how many bytes came.
+fn slow_reader() -> (SlowReader, SlowReaderClient) {
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let (got_tx, got) = std::sync::mpsc::channel();
+    let reader = SlowReader {
+        go: go_rx,
+        got: got_tx,
+    };
+    (reader, SlowReaderClient { go, got })
+}
+
+impl SlowReader {
+    fn read(self, sock: &mut std::net::TcpStream) {
+        use std::io::Read;
+        self.go.recv().unwrap();
+        // A masked frame's header of that length is 14 bytes.
+        let (mut total, mut buf) = (0, vec![0u8; 1 << 16]);
+        while total < SLOW_READ + 14 {
+            match sock.read(&mut buf).unwrap() {
+                0 => break,
+                n => total += n,
+            }
+        }
+        self.got.send(total).unwrap();
+    }
+}
+
+impl SlowReaderClient {
+    /// Sends the message, turns, lets the reader go; turns until it says how many bytes came.
+    fn send(&self, feed: &mut MioLoop, id: StreamId) -> usize {
+        feed.send_binary(id, &vec![7u8; SLOW_READ]).unwrap();
+        for _ in 0..3 {
+            feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
+        }
+        self.go.send(()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(total) = self.got.try_recv() {
+                return total;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the rest of the message did not go out"
+            );
+            feed.turn(Some(Duration::from_millis(100)), |_| {}).unwrap();
+        }
+    }
 }
 
 /// A loop with nothing to do sleeps until its next deadline or `max_wait`: an idle
@@ -736,12 +769,9 @@ fn a_loop_whose_consumer_is_behind_sleeps_until_it_takes() {
 /// out as the peer reads, and once the consumer takes, the input held back comes whole.
 #[test]
 fn output_waiting_while_the_consumer_is_behind_goes_out_and_the_input_follows() {
-    const SENT: usize = 32 << 20;
-    const ON_THE_WIRE: usize = SENT + 14;
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
     let (tx, mut events) = feedwire_mio::event_channel(4);
-    let (go, go_rx) = std::sync::mpsc::channel::<()>();
-    let (got_tx, got) = std::sync::mpsc::channel::<usize>();
+    let (reader, client) = slow_reader();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let server = std::thread::spawn(move || {
@@ -750,16 +780,8 @@ fn output_waiting_while_the_consumer_is_behind_goes_out_and_the_input_follows() 
         feedwire_tests::scenarios::accept_upgrade(&mut sock);
         let frame = feedwire_core::testing::server_frame(true, 1, SMALL);
         sock.write_all(&frame.repeat(100)).unwrap();
-        go_rx.recv().unwrap(); // not reading until then
-        let (mut total, mut buf) = (0, vec![0u8; 1 << 16]);
-        while total < ON_THE_WIRE {
-            match sock.read(&mut buf).unwrap() {
-                0 => break,
-                n => total += n,
-            }
-        }
-        got_tx.send(total).unwrap();
-        while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
+        reader.read(&mut sock);
+        while matches!(sock.read(&mut [0; 512]), Ok(n) if n > 0) {}
     });
     let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
     config.timeouts.first_data = None;
@@ -781,22 +803,7 @@ fn output_waiting_while_the_consumer_is_behind_goes_out_and_the_input_follows() 
     for _ in 0..3 {
         feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
     }
-    feed.send_binary(id, &vec![7u8; SENT]).unwrap();
-    for _ in 0..3 {
-        feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
-    }
-    go.send(()).unwrap();
-    let total = loop {
-        if let Ok(total) = got.try_recv() {
-            break total;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the rest of the message did not go out"
-        );
-        feed.turn(Some(Duration::from_millis(100)), |_| {}).unwrap();
-    };
-    assert_eq!(total, ON_THE_WIRE);
+    assert_eq!(client.send(&mut feed, id), SLOW_READ + 14);
     while taken < 100 {
         assert!(Instant::now() < deadline, "{taken} of 100 messages");
         feed.turn(Some(Duration::from_millis(50)), |_| {}).unwrap();
