@@ -119,3 +119,179 @@ fn many_streams_merge_into_one_consumer() {
         }
     });
 }
+
+/// tokio: an application behind its events (its channel full) has the stream's socket taken
+/// out of the reactor. The server writes 100 messages 2 ms apart, a segment each, while the
+/// application takes nothing: left in the reactor, each woke the runtime's thread for
+/// nothing (102 voluntary context switches of that thread in the second; 2 now). Once the
+/// application takes, every message comes: what arrived meanwhile is read.
+#[test]
+fn an_application_behind_its_events_is_not_woken_by_what_arrives() {
+    use std::time::Duration;
+
+    use feedwire_core::{StreamConfig, StreamEvent};
+    use feedwire_tokio::TokioOptions;
+
+    /// This thread's voluntary context switches so far (Linux).
+    fn switches() -> u64 {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("voluntary_ctxt_switches"))
+            .unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut sock, _) = listener.accept().unwrap();
+        feedwire_tests::scenarios::accept_upgrade(&mut sock);
+        sock.set_nodelay(true).unwrap();
+        let frame = feedwire_core::testing::server_frame(true, 1, br#"{"e":"x"}"#);
+        std::thread::sleep(Duration::from_millis(300));
+        for _ in 0..100 {
+            sock.write_all(&frame).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        while matches!(sock.read(&mut [0; 512]), Ok(n) if n > 0) {}
+    });
+    // One thread, this one: the reactor's wake-ups are its context switches.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+        config.timeouts.first_data = None;
+        config.timeouts.idle = None;
+        config.timeouts.keepalive = None;
+        let options = TokioOptions {
+            event_capacity: 4,
+            ..TokioOptions::default()
+        };
+        let (handle, mut events) = feedwire_tokio::connect(config, options).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let before = switches();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let woken = switches() - before;
+        assert!(
+            woken <= 20,
+            "{woken} wake-ups in a second of taking nothing"
+        );
+        let mut taken = 0;
+        let take = async {
+            while taken < 100 {
+                match events.next().await {
+                    Some(StreamEvent::Data { .. }) => taken += 1,
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(20), take).await;
+        assert_eq!(taken, 100);
+        drop(handle);
+    });
+    drop(rt);
+    server.join().unwrap();
+}
+
+/// tokio: output waiting for a slow peer while the application is behind (a batch in its
+/// channel, more read and waiting) keeps the socket in the reactor — its writability is
+/// awaited, the output goes out as the peer reads — and once the application takes, the
+/// input held back comes whole.
+#[test]
+fn output_waiting_while_the_application_is_behind_goes_out_and_the_input_follows() {
+    use std::time::{Duration, Instant};
+
+    use feedwire_core::{StreamConfig, StreamEvent};
+    use feedwire_tokio::TokioOptions;
+
+    // More than loopback's socket buffers hold between them; a masked frame's header is 14
+    // bytes.
+    const SENT: usize = 32 << 20;
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let (got_tx, got) = std::sync::mpsc::channel::<usize>();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut sock, _) = listener.accept().unwrap();
+        feedwire_tests::scenarios::accept_upgrade(&mut sock);
+        let frame = feedwire_core::testing::server_frame(true, 1, br#"{"e":"x"}"#);
+        // The second hundred comes while the first waits in the application's channel.
+        sock.write_all(&frame.repeat(100)).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        sock.write_all(&frame.repeat(100)).unwrap();
+        go_rx.recv().unwrap(); // not reading until then
+        let (mut total, mut buf) = (0, vec![0u8; 1 << 16]);
+        while total < SENT + 14 {
+            match sock.read(&mut buf).unwrap() {
+                0 => break,
+                n => total += n,
+            }
+        }
+        got_tx.send(total).unwrap();
+        while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+        config.timeouts.first_data = None;
+        config.timeouts.idle = None;
+        config.timeouts.keepalive = None;
+        config.max_send_queue = 64 << 20;
+        let options = TokioOptions {
+            event_capacity: 4,
+            ..TokioOptions::default()
+        };
+        let (handle, mut events) = feedwire_tokio::connect(config, options).unwrap();
+        let mut taken = 0;
+        let opened = async {
+            loop {
+                match events.next().await {
+                    Some(StreamEvent::Opened { .. }) => break,
+                    Some(StreamEvent::Data { .. }) => taken += 1,
+                    Some(_) => {}
+                    None => panic!("the stream ended before it opened"),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), opened)
+            .await
+            .expect("the stream to open");
+        // The channel fills and stays full: the application is behind from here on.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        handle.send_binary(vec![7u8; SENT]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        go.send(()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let total = loop {
+            if let Ok(total) = got.try_recv() {
+                break total;
+            }
+            assert!(Instant::now() < deadline, "the message did not go out");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(total, SENT + 14);
+        let take = async {
+            while taken < 200 {
+                match events.next().await {
+                    Some(StreamEvent::Data { .. }) => taken += 1,
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(20), take).await;
+        assert_eq!(taken, 200);
+        drop(handle);
+    });
+    drop(rt);
+    server.join().unwrap();
+}

@@ -25,6 +25,7 @@ use crate::handle::{
 };
 use crate::io::{open, Conn, OpenError};
 use crate::registered::Registered;
+use crate::socket::Socket;
 
 /// Most bytes read per wake-up, so that one busy stream leaves the runtime to others (a
 /// command ends the wake-up's reads sooner).
@@ -249,6 +250,13 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                     .handle_transport_error(&format!("SO_RCVLOWAT: {e}"), Instant::now());
                 continue;
             }
+            if let Err(e) = self.follow_application() {
+                self.stream.handle_transport_error(
+                    &format!("socket in or out of the reactor: {e}"),
+                    Instant::now(),
+                );
+                continue;
+            }
             if self.stream.state().is_terminal()
                 && self.pending.is_empty()
                 && self.connecting.is_none()
@@ -419,8 +427,11 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         if let Some(conn) = self.conn.as_ref() {
             if !conn.out.is_empty() {
                 polled = true;
-                if conn.sock.poll_write_ready(cx).is_ready() {
-                    return Poll::Ready(Wake::Writable);
+                // Registered: the run loop does not park a socket with output waiting.
+                if let Socket::Registered(sock) = &conn.sock {
+                    if sock.poll_write_ready(cx).is_ready() {
+                        return Poll::Ready(Wake::Writable);
+                    }
                 }
             }
         }
@@ -550,10 +561,11 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
             let flush = async {
+                let sock = conn.sock.registered()?;
                 while let Some(chunk) = conn.out.pop() {
-                    conn.sock.write_all(&chunk).await?;
+                    sock.write_all(&chunk).await?;
                 }
-                conn.sock.shutdown().await
+                sock.shutdown().await
             };
             let _ = tokio::time::timeout(std::time::Duration::from_secs(1), flush).await;
         });
@@ -645,7 +657,12 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             };
             let offered = buf.len();
             let mut read_buf = ReadBuf::new(buf);
-            let polled = Pin::new(&mut conn.sock).poll_read(cx, &mut read_buf);
+            // Registered before every wait that reads; a move that fails is the socket's
+            // error.
+            let polled = match conn.sock.registered() {
+                Ok(sock) => Pin::new(sock).poll_read(cx, &mut read_buf),
+                Err(e) => Poll::Ready(Err(e)),
+            };
             let Poll::Ready(result) = polled else {
                 break;
             };
@@ -719,7 +736,21 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             return Ok(());
         };
         let wanted = self.stream.socket_low_water(conn.tls.as_ref());
-        conn.low_water.set(&conn.sock, wanted)
+        conn.sock.set_low_water(&mut conn.low_water, wanted)
+    }
+
+    /// While the application is behind and nothing waits to go out, the socket is parked
+    /// out of the reactor (see [`crate::socket`]); otherwise it is in. Checked before every
+    /// wait; a move only when the application falls behind or catches up.
+    fn follow_application(&mut self) -> io::Result<()> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        if !self.pending.is_empty() && conn.out.is_empty() {
+            conn.sock.park()
+        } else {
+            conn.sock.registered().map(drop)
+        }
     }
 
     /// Writes queued bytes, vectored, until the socket would block.

@@ -25,7 +25,8 @@ pub struct TokioOptions {
     pub tls: Option<Arc<ClientConfig>>,
     /// Events per batch handed to the application (default 4096). When a batch is full and
     /// the previous one has not been taken, the adapter stops reading the socket until there
-    /// is room: at most about three batches exist at once, nothing is dropped.
+    /// is room (and takes it out of the reactor meanwhile: what arrives wakes no thread): at
+    /// most about three batches exist at once, nothing is dropped.
     pub event_capacity: usize,
     /// `SO_RCVBUF` in bytes, if set.
     pub recv_buffer: Option<u32>,

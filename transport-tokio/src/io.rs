@@ -9,14 +9,15 @@ use feedwire_core::{
 };
 use feedwire_sockopt::RecvLowWater;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{lookup_host, TcpSocket, TcpStream};
+use tokio::net::{lookup_host, TcpSocket};
 
 use crate::handle::TokioOptions;
+use crate::socket::Socket;
 
 /// A live connection: the socket, TLS if any, and bytes waiting to be written.
 #[derive(Debug)]
 pub(crate) struct Conn {
-    pub(crate) sock: TcpStream,
+    pub(crate) sock: Socket,
     pub(crate) tls: Option<TlsSession>,
     pub(crate) out: WriteQueue,
     /// `SO_RCVLOWAT`, kept at what the stream can use (`Driver::set_low_water`).
@@ -128,7 +129,7 @@ pub(crate) async fn open(
         None
     };
     Ok(Conn {
-        sock,
+        sock: Socket::Registered(sock),
         tls,
         out: WriteQueue::default(),
         low_water: RecvLowWater::default(),

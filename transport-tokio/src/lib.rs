@@ -25,6 +25,7 @@ mod driver;
 mod handle;
 mod io;
 mod registered;
+mod socket;
 
 pub use handle::{CommandError, Events, Response, StreamHandle, TokioOptions};
 
