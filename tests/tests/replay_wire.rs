@@ -342,8 +342,18 @@ fn client_frames_up_to_1_mib_are_taken_larger_end_the_connection() {
     sock.write_all(&client_frame(1, &padded_request(1, 1 << 20)))
         .unwrap();
     assert_eq!(answer(&mut sock, 1, &mut buf), r#"{"result":[],"id":1}"#);
-    sock.write_all(&client_frame(1, &padded_request(2, (1 << 20) + 1)))
-        .unwrap();
+    // The server ends the connection at the header, with most of the frame unread: the
+    // write may meet the reset (CI did).
+    let written = sock
+        .write_all(&client_frame(1, &padded_request(2, (1 << 20) + 1)))
+        .map_err(|e| e.kind());
+    assert!(
+        matches!(
+            written,
+            Ok(()) | Err(ErrorKind::ConnectionReset | ErrorKind::BrokenPipe)
+        ),
+        "{written:?}"
+    );
     assert_ended_unanswered(&mut sock, 2);
 }
 
