@@ -284,6 +284,31 @@ pub fn accept_upgrade(sock: &mut (impl Read + Write)) {
     sock.write_all(&accept_response(&head)).expect("101");
 }
 
+/// A WebSocket server for one client that, `delay` after the upgrade, writes `count` small
+/// text messages `gap` apart, each its own segment (`TCP_NODELAY`), then reads until the
+/// client goes: a paced feed whose arrivals a test can count wake-ups against.
+pub fn paced_segments_server(
+    count: usize,
+    delay: Duration,
+    gap: Duration,
+) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().expect("accept");
+        accept_upgrade(&mut sock);
+        sock.set_nodelay(true).expect("nodelay");
+        let frame = feedwire_core::testing::server_frame(true, 1, br#"{"e":"x"}"#);
+        std::thread::sleep(delay);
+        for _ in 0..count {
+            sock.write_all(&frame).expect("a paced message");
+            std::thread::sleep(gap);
+        }
+        while matches!(sock.read(&mut [0; 512]), Ok(n) if n > 0) {}
+    });
+    (addr, server)
+}
+
 /// The `n`th Ping's payload: its number, padded to the largest control payload.
 fn ping_payload(n: usize) -> [u8; 125] {
     let mut payload = [b'.'; 125];

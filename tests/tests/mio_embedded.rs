@@ -732,20 +732,11 @@ fn turns_in_a_second(feed: &mut MioLoop) -> usize {
 fn a_loop_whose_consumer_is_behind_sleeps_until_it_takes() {
     let mut feed = MioLoop::new(MioOptions::default()).unwrap();
     let (tx, mut events) = feedwire_mio::event_channel(4);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        let (mut sock, _) = listener.accept().unwrap();
-        feedwire_tests::scenarios::accept_upgrade(&mut sock);
-        sock.set_nodelay(true).unwrap();
-        let frame = feedwire_core::testing::server_frame(true, 1, SMALL);
-        for _ in 0..100 {
-            sock.write_all(&frame).unwrap();
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        while matches!(sock.read(&mut [0; 512]), Ok(n) if n > 0) {}
-    });
+    let (addr, server) = feedwire_tests::scenarios::paced_segments_server(
+        100,
+        Duration::ZERO,
+        Duration::from_millis(2),
+    );
     let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
     config.timeouts.keepalive = None;
     let (id, _) = feed.connect(config, Delivery::Channel(tx)).unwrap();

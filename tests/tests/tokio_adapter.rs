@@ -129,7 +129,6 @@ fn many_streams_merge_into_one_consumer() {
 fn an_application_behind_its_events_is_not_woken_by_what_arrives() {
     use std::time::Duration;
 
-    use feedwire_core::{StreamConfig, StreamEvent};
     use feedwire_tokio::TokioOptions;
 
     /// This thread's voluntary context switches so far (Linux).
@@ -142,31 +141,18 @@ fn an_application_behind_its_events_is_not_woken_by_what_arrives() {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        let (mut sock, _) = listener.accept().unwrap();
-        feedwire_tests::scenarios::accept_upgrade(&mut sock);
-        sock.set_nodelay(true).unwrap();
-        let frame = feedwire_core::testing::server_frame(true, 1, br#"{"e":"x"}"#);
-        std::thread::sleep(Duration::from_millis(300));
-        for _ in 0..100 {
-            sock.write_all(&frame).unwrap();
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        while matches!(sock.read(&mut [0; 512]), Ok(n) if n > 0) {}
-    });
+    let (addr, server) = feedwire_tests::scenarios::paced_segments_server(
+        100,
+        Duration::from_millis(300),
+        Duration::from_millis(2),
+    );
     // One thread, this one: the reactor's wake-ups are its context switches.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
-        config.timeouts.first_data = None;
-        config.timeouts.idle = None;
-        config.timeouts.keepalive = None;
+        let config = untimed_config(addr);
         let options = TokioOptions {
             event_capacity: 4,
             ..TokioOptions::default()
@@ -180,18 +166,7 @@ fn an_application_behind_its_events_is_not_woken_by_what_arrives() {
             woken <= 20,
             "{woken} wake-ups in a second of taking nothing"
         );
-        let mut taken = 0;
-        let take = async {
-            while taken < 100 {
-                match events.next().await {
-                    Some(StreamEvent::Data { .. }) => taken += 1,
-                    Some(_) => {}
-                    None => break,
-                }
-            }
-        };
-        let _ = tokio::time::timeout(Duration::from_secs(20), take).await;
-        assert_eq!(taken, 100);
+        assert_eq!(take_data(&mut events, 100).await, 100);
         drop(handle);
     });
     drop(rt);
@@ -206,7 +181,7 @@ fn an_application_behind_its_events_is_not_woken_by_what_arrives() {
 fn output_waiting_while_the_application_is_behind_goes_out_and_the_input_follows() {
     use std::time::{Duration, Instant};
 
-    use feedwire_core::{StreamConfig, StreamEvent};
+    use feedwire_core::StreamEvent;
     use feedwire_tokio::TokioOptions;
 
     // More than loopback's socket buffers hold between them; a masked frame's header is 14
@@ -241,10 +216,7 @@ fn output_waiting_while_the_application_is_behind_goes_out_and_the_input_follows
         .build()
         .unwrap();
     rt.block_on(async {
-        let mut config = StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
-        config.timeouts.first_data = None;
-        config.timeouts.idle = None;
-        config.timeouts.keepalive = None;
+        let mut config = untimed_config(addr);
         config.max_send_queue = 64 << 20;
         let options = TokioOptions {
             event_capacity: 4,
@@ -279,19 +251,38 @@ fn output_waiting_while_the_application_is_behind_goes_out_and_the_input_follows
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         assert_eq!(total, SENT + 14);
-        let take = async {
-            while taken < 200 {
-                match events.next().await {
-                    Some(StreamEvent::Data { .. }) => taken += 1,
-                    Some(_) => {}
-                    None => break,
-                }
-            }
-        };
-        let _ = tokio::time::timeout(Duration::from_secs(20), take).await;
-        assert_eq!(taken, 200);
+        assert_eq!(taken + take_data(&mut events, 200 - taken).await, 200);
         drop(handle);
     });
     drop(rt);
     server.join().unwrap();
+}
+
+/// Takes data messages from `events` until `n` came, the stream ended or 20 s passed; how
+/// many came.
+async fn take_data(events: &mut feedwire_tokio::Events, n: usize) -> usize {
+    use feedwire_core::StreamEvent;
+
+    let mut taken = 0;
+    let take = async {
+        while taken < n {
+            match events.next().await {
+                Some(StreamEvent::Data { .. }) => taken += 1,
+                Some(_) => {}
+                None => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(20), take).await;
+    taken
+}
+
+/// A Binance stream to `addr` with no timers of its own (no first-data, idle or keepalive
+/// deadline): what wakes it is the test's doing.
+fn untimed_config(addr: std::net::SocketAddr) -> feedwire_core::StreamConfig {
+    let mut config = feedwire_core::StreamConfig::binance_stream(&format!("ws://{addr}/ws"));
+    config.timeouts.first_data = None;
+    config.timeouts.idle = None;
+    config.timeouts.keepalive = None;
+    config
 }
