@@ -417,6 +417,25 @@ fn data(e: &StreamEvent) -> bool {
     matches!(e, StreamEvent::Data { .. })
 }
 
+/// Turns `feed` and takes `events` until `want` data messages are counted (`taken` of them
+/// already), failing at `deadline`; the count, which may overshoot by what one turn brought.
+fn take_data(
+    feed: &mut MioLoop,
+    events: &mut feedwire_mio::Events,
+    mut taken: usize,
+    want: usize,
+    deadline: Instant,
+) -> usize {
+    while taken < want {
+        assert!(Instant::now() < deadline, "{taken} of {want} messages");
+        feed.turn(Some(Duration::from_millis(50)), |_| {}).unwrap();
+        while let Ok(event) = events.try_recv() {
+            taken += usize::from(data(&event));
+        }
+    }
+    taken
+}
+
 /// A small message's payload.
 const SMALL: &[u8] = br#"{"e":"x"}"#;
 
@@ -742,14 +761,13 @@ fn a_loop_whose_consumer_is_behind_sleeps_until_it_takes() {
     let (id, _) = feed.connect(config, Delivery::Channel(tx)).unwrap();
     let turns = turns_in_a_second(&mut feed);
     assert!(turns <= 20, "{turns} turns in a second with a full channel");
-    let (mut taken, deadline) = (0, Instant::now() + Duration::from_secs(20));
-    while taken < 100 {
-        assert!(Instant::now() < deadline, "{taken} of 100 messages");
-        feed.turn(Some(Duration::from_millis(50)), |_| {}).unwrap();
-        while let Ok(event) = events.try_recv() {
-            taken += usize::from(data(&event));
-        }
-    }
+    take_data(
+        &mut feed,
+        &mut events,
+        0,
+        100,
+        Instant::now() + Duration::from_secs(20),
+    );
     feed.stop(id);
     drop(feed);
     server.join().unwrap();
@@ -795,14 +813,7 @@ fn output_waiting_while_the_consumer_is_behind_goes_out_and_the_input_follows() 
         feed.turn(Some(Duration::from_millis(20)), |_| {}).unwrap();
     }
     assert_eq!(client.send(&mut feed, id), SLOW_READ + 14);
-    while taken < 100 {
-        assert!(Instant::now() < deadline, "{taken} of 100 messages");
-        feed.turn(Some(Duration::from_millis(50)), |_| {}).unwrap();
-        while let Ok(event) = events.try_recv() {
-            taken += usize::from(data(&event));
-        }
-    }
-    assert_eq!(taken, 100);
+    assert_eq!(take_data(&mut feed, &mut events, taken, 100, deadline), 100);
     feed.stop(id);
     drop(feed);
     server.join().unwrap();
