@@ -32,6 +32,7 @@ pub mod testing;
 mod tls;
 mod transmit;
 mod utf8;
+mod vector;
 mod write_queue;
 mod ws;
 

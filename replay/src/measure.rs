@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn resident_memory_grows_with_touched_pages() {
         let before = rss_bytes();
-        assert!(before > 1 << 20 && before % 1024 == 0, "{before}");
+        assert!(before > 1 << 20 && before.is_multiple_of(1024), "{before}");
         let touched = vec![1u8; 64 << 20];
         let during = rss_bytes();
         assert!(during >= before + (60 << 20), "{before} → {during}");

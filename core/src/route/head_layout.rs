@@ -3,20 +3,20 @@
 //! clock's length changes only as it grows, a publish time has thirteen digits), so the next
 //! head is checked at the same offsets in one pass of sixteen-byte loads, each byte by what
 //! it held in the learned head: a literal byte compared, a string value's byte checked for
-//! quote and backslash, a number's for a digit. No offset depends on where the previous value
-//! ended, and the extracted ranges are the layout's own. A head with a value of another
-//! length does not fit; the shape's segment walk takes it (and relearns the layout from it).
+//! a quote, a number's for a digit. No offset depends on where the previous value ended, and
+//! the extracted ranges are the layout's own. A head with a value of another length does not
+//! fit; the shape's segment walk takes it (and relearns the layout from it).
 //!
-//! Each load's checks are byte-wise over `[u8; 16]`, written so that the compiler keeps them
-//! in vector registers. Every byte a load covers is checked in the same two ways, whatever it
-//! held: a range check (`byte + offset`, wrapping, at most `span`: a literal byte's offset
-//! takes it to 0 and its span is 0; a digit's takes `0` to 0 with span 9; a string byte
-//! passes any value) and two forbidden values (`"` and `\` for a string byte; for the others
-//! a value the range check already refuses). On x86-64 that is `paddb`, `psubusb`, two
-//! `pcmpeqb` and the ORs a load, 16 bytes (SSE2, in every x86-64): no masks to apply.
-//! (32-byte loads under AVX2, tried: the replay server's 63-byte Betfair `mcm` heads took two
-//! loads instead of four, 34 instructions fewer a line, and no less CPU — 5,000,000 lines a
-//! run, eight runs alternating, 227 vs 225 ms — so no `unsafe` for it.)
+//! Every byte a load covers is checked in the same two ways, whatever it held: a range check
+//! (`byte + offset`, wrapping, at most `span`: a literal byte's offset takes it to 0 and its
+//! span is 0; a digit's takes `0` to 0 with span 9; a string byte's takes `"` to 255 with span
+//! 254, which refuses the quote alone) and no backslash (a learned head with one gets no
+//! layout). In SSE2 ([`crate::vector`]) that is `paddb`, `psubusb`, one `pcmpeqb` and two ORs
+//! per 16 bytes, and layouts of three to six loads (a Betfair `mcm` head is four or five) are
+//! checked with no loop: 45 instructions for the replay server's 63-byte heads, against 85
+//! with two compares a byte and the loop (callgrind). (32-byte loads under AVX2, tried with
+//! that older check: two loads instead of four, 34 instructions fewer a line, and no less CPU
+//! — 5,000,000 lines a run, eight runs alternating, 227 vs 225 ms — so no `unsafe` for it.)
 //!
 //! Exactness: a head that fits has the learned head's bytes everywhere outside the value
 //! windows, up to and including the byte after the last one the shape reads; a string
@@ -26,6 +26,8 @@
 //! the steps it took for the learned head, at the same offsets.
 
 use std::ops::Range;
+
+use crate::vector::{self, Flags};
 
 /// What a value window must hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,17 +54,13 @@ pub(super) struct Layout {
 /// Bytes one load checks: one SSE2 vector.
 const LOAD: usize = 16;
 
-/// What each byte of one load must be; every byte is checked. Aligned as a vector
-/// register's loads like.
+/// What each byte of one load must be; every byte is checked (and none may be a backslash).
 #[derive(Debug, Clone, Copy)]
-#[repr(C, align(16))]
 struct Load {
     /// Added (wrapping) to each byte before the range check.
     offset: [u8; LOAD],
     /// The largest the byte plus its offset may be.
     span: [u8; LOAD],
-    /// Two values the byte must not be.
-    forbidden: [[u8; LOAD]; 2],
 }
 
 impl Load {
@@ -71,36 +69,26 @@ impl Load {
         let mut load = Self {
             offset: [0; LOAD],
             span: [0; LOAD],
-            forbidden: [[0; LOAD]; 2],
         };
         for (i, pos) in (at..at + LOAD).enumerate() {
-            let (offset, span, forbidden) =
-                match windows.iter().find(|(range, _)| range.contains(&pos)) {
-                    // Neither `"` nor `\`.
-                    Some((_, Window::Str)) => (0, u8::MAX, [b'"', b'\\']),
-                    // `0`..=`9`; `"` is refused by the range already.
-                    Some((_, Window::Digits)) => (0u8.wrapping_sub(b'0'), 9, [b'"'; 2]),
-                    // The learned byte; any other value is refused by the range already.
-                    None => (0u8.wrapping_sub(head[pos]), 0, [head[pos] ^ 1; 2]),
-                };
+            let (offset, span) = match windows.iter().find(|(range, _)| range.contains(&pos)) {
+                // Anything but `"` (taken to 255); the backslash is refused everywhere.
+                Some((_, Window::Str)) => (0u8.wrapping_sub(b'"' + 1), u8::MAX - 1),
+                // `0`..=`9`.
+                Some((_, Window::Digits)) => (0u8.wrapping_sub(b'0'), 9),
+                // The learned byte.
+                None => (0u8.wrapping_sub(head[pos]), 0),
+            };
             load.offset[i] = offset;
             load.span[i] = span;
-            load.forbidden[0][i] = forbidden[0];
-            load.forbidden[1][i] = forbidden[1];
         }
         load
     }
 
-    /// Sets bits of `bad` in each byte of `bytes` that is not what it must be.
+    /// `bad` with the bytes of `bytes` that are not what they must be flagged.
     #[inline(always)]
-    fn flag(&self, bytes: &[u8; LOAD], bad: &mut [u8; LOAD]) {
-        for i in 0..LOAD {
-            let b = bytes[i];
-            let out_of_range = b.wrapping_add(self.offset[i]).saturating_sub(self.span[i]);
-            let forbidden =
-                all_ones(b == self.forbidden[0][i]) | all_ones(b == self.forbidden[1][i]);
-            bad[i] |= out_of_range | forbidden;
-        }
+    fn flag(&self, bytes: &[u8; LOAD], bad: Flags) -> Flags {
+        vector::flag_out_of_range(bad, bytes, &self.offset, &self.span)
     }
 }
 
@@ -114,28 +102,63 @@ impl Layout {
     /// Whether `head` has this layout.
     #[inline(always)]
     pub(super) fn fits(&self, head: &[u8]) -> bool {
+        match self.loads.len() {
+            3 => self.fits_unrolled::<3>(head),
+            4 => self.fits_unrolled::<4>(head),
+            5 => self.fits_unrolled::<5>(head),
+            6 => self.fits_unrolled::<6>(head),
+            _ => self.fits_looped(head),
+        }
+    }
+
+    /// [`fits`](Self::fits) for a layout of `N` loads: no loop.
+    #[inline(always)]
+    fn fits_unrolled<const N: usize>(&self, head: &[u8]) -> bool {
+        let Some(head) = head.get(..self.need) else {
+            return false;
+        };
+        let (Ok(loads), Some(tail)) = (
+            <&[Load; N]>::try_from(self.loads.as_slice()),
+            head.last_chunk(),
+        ) else {
+            return false;
+        };
+        let mut bad = vector::no_flags();
+        for (k, load) in loads[..N - 1].iter().enumerate() {
+            let Some(bytes) = head.get(LOAD * k..).and_then(<[u8]>::first_chunk) else {
+                return false;
+            };
+            bad = load.flag(bytes, bad);
+        }
+        vector::none_flagged(loads[N - 1].flag(tail, bad))
+    }
+
+    /// [`fits`](Self::fits) for a layout of any number of loads (one of at most two, or
+    /// more than six): kept out of line.
+    #[inline(never)]
+    fn fits_looped(&self, head: &[u8]) -> bool {
         let Some(head) = head.get(..self.need) else {
             return false;
         };
         let (Some((last, whole)), Some(tail)) = (self.loads.split_last(), head.last_chunk()) else {
             return false;
         };
-        let mut bad = [0u8; LOAD];
+        let mut bad = vector::no_flags();
         for (bytes, load) in head.chunks_exact(LOAD).zip(whole) {
             let Some(bytes) = bytes.first_chunk() else {
                 return false;
             };
-            load.flag(bytes, &mut bad);
+            bad = load.flag(bytes, bad);
         }
-        last.flag(tail, &mut bad);
-        u128::from_ne_bytes(bad) == 0
+        vector::none_flagged(last.flag(tail, bad))
     }
 
     /// Learns the layout of `head`, which a shape's walk read up to `end` with `windows`
     /// (ascending, disjoint, inside `..end`) holding its varying values. The byte at `end`
     /// is kept too, so the head must have it. Leaves no layout (and returns `false`) when the
     /// shape covers less than one load (a load's every byte is checked, and bytes past the
-    /// shape's end may be anything) or a number window is not all digits.
+    /// shape's end may be anything), a number window is not all digits or a byte kept is a
+    /// backslash (no head would fit: the check refuses it everywhere).
     pub(super) fn learn(
         &mut self,
         head: &[u8],
@@ -154,6 +177,7 @@ impl Layout {
         if windows
             .iter()
             .any(|(range, window)| *window == Window::Digits && !digits(range))
+            || head[..need].contains(&b'\\')
         {
             return false;
         }
@@ -165,12 +189,6 @@ impl Layout {
         self.need = need;
         true
     }
-}
-
-/// 0xFF when `flag`, else 0.
-#[inline(always)]
-fn all_ones(flag: bool) -> u8 {
-    0u8.wrapping_sub(u8::from(flag))
 }
 
 #[cfg(test)]
@@ -249,8 +267,9 @@ mod tests {
     #[test]
     fn every_byte_is_checked_whatever_the_heads_length() {
         // Lengths around whole loads: the last load ends at the last byte needed, whether
-        // it overlaps the one before (17, 47) or not (16, 32, 48).
-        for pad in 0..=40 {
+        // it overlaps the one before (17, 47) or not (16, 32, 48); one load to eight, so
+        // both the unrolled checks (three to six loads) and the loop.
+        for pad in 0..=120 {
             let learned = format!(r#"{{"a":"{}","b":1}}"#, "x".repeat(pad));
             let learned = learned.as_bytes();
             let s = 6..6 + pad;

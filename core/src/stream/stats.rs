@@ -208,7 +208,7 @@ pub(crate) struct Stats {
 impl Stats {
     pub(crate) fn new(base: Instant) -> Self {
         let fields = std::array::from_fn(|i| {
-            let unused = i >= BOUNDARIES && (i - BOUNDARIES) % 3 == 0;
+            let unused = i >= BOUNDARIES && (i - BOUNDARIES).is_multiple_of(3);
             AtomicU64::new(if unused { NO_SECOND } else { 0 })
         });
         Self {

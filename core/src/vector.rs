@@ -1,0 +1,120 @@
+//! Sixteen-byte vector operations for the per-message paths: SSE2 (in every x86-64) through
+//! `safe_arch`, a byte loop elsewhere. Written out rather than left to autovectorization: a
+//! byte loop came out differently wherever it was inlined — 16-byte vectors in one place,
+//! scalar code or vectors across loads (a byte of each) in another (a head's layout check: 40
+//! instructions in one caller, 600 in another).
+
+#[cfg(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "sse2"
+))]
+mod imp {
+    use safe_arch::{
+        add_i8_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, load_unaligned_m128i, m128i,
+        move_mask_i8_m128i, set_splat_i8_m128i, sub_saturating_u8_m128i, zeroed_m128i,
+    };
+
+    /// Sixteen bytes, nonzero where a check failed.
+    pub(crate) type Flags = m128i;
+
+    #[inline(always)]
+    pub(crate) fn no_flags() -> Flags {
+        zeroed_m128i()
+    }
+
+    #[inline(always)]
+    pub(crate) fn flag_out_of_range(
+        flags: Flags,
+        bytes: &[u8; 16],
+        offset: &[u8; 16],
+        span: &[u8; 16],
+    ) -> Flags {
+        let b = load_unaligned_m128i(bytes);
+        let shifted = add_i8_m128i(b, load_unaligned_m128i(offset));
+        let out_of_range = sub_saturating_u8_m128i(shifted, load_unaligned_m128i(span));
+        let backslash = cmp_eq_mask_i8_m128i(b, set_splat_i8_m128i(b'\\' as i8));
+        bitor_m128i(flags, bitor_m128i(out_of_range, backslash))
+    }
+
+    #[inline(always)]
+    pub(crate) fn none_flagged(flags: Flags) -> bool {
+        move_mask_i8_m128i(cmp_eq_mask_i8_m128i(flags, zeroed_m128i())) == 0xFFFF
+    }
+}
+
+#[cfg(not(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "sse2"
+)))]
+mod imp {
+    pub(crate) type Flags = [u8; 16];
+
+    #[inline(always)]
+    pub(crate) fn no_flags() -> Flags {
+        [0; 16]
+    }
+
+    #[inline(always)]
+    pub(crate) fn flag_out_of_range(
+        mut flags: Flags,
+        bytes: &[u8; 16],
+        offset: &[u8; 16],
+        span: &[u8; 16],
+    ) -> Flags {
+        for i in 0..16 {
+            let b = bytes[i];
+            let out_of_range = b.wrapping_add(offset[i]).saturating_sub(span[i]);
+            flags[i] |= out_of_range | 0u8.wrapping_sub(u8::from(b == b'\\'));
+        }
+        flags
+    }
+
+    #[inline(always)]
+    pub(crate) fn none_flagged(flags: Flags) -> bool {
+        u128::from_ne_bytes(flags) == 0
+    }
+}
+
+/// Sixteen bytes of check results: nonzero where a byte failed.
+pub(crate) use imp::Flags;
+
+/// Flags with nothing flagged.
+pub(crate) use imp::no_flags;
+
+/// `flags` with each byte of `bytes` flagged whose `byte + offset` (wrapping, byte by byte)
+/// is over `span`, or that is a backslash.
+pub(crate) use imp::flag_out_of_range;
+
+/// Whether nothing is flagged.
+pub(crate) use imp::none_flagged;
+
+#[cfg(test)]
+mod tests {
+    use super::{flag_out_of_range, no_flags, none_flagged};
+
+    #[test]
+    fn a_byte_is_flagged_when_out_of_its_range_or_a_backslash() {
+        // Byte 0 must be 7 exactly, byte 1 a digit, the rest anything.
+        let mut offset = [0u8; 16];
+        let mut span = [u8::MAX; 16];
+        (offset[0], span[0]) = (0u8.wrapping_sub(7), 0);
+        (offset[1], span[1]) = (0u8.wrapping_sub(b'0'), 9);
+        for b0 in 0..=u8::MAX {
+            for b1 in [b'0', b'9', b'/', b':', 0, 0xFF] {
+                let mut bytes = [b'a'; 16];
+                (bytes[0], bytes[1]) = (b0, b1);
+                let fits = b0 == 7 && b1.is_ascii_digit();
+                let flags = flag_out_of_range(no_flags(), &bytes, &offset, &span);
+                assert_eq!(none_flagged(flags), fits, "{b0} {b1}");
+            }
+        }
+        let mut bytes = [b'a'; 16];
+        (bytes[0], bytes[1], bytes[9]) = (7, b'5', b'\\');
+        assert!(!none_flagged(flag_out_of_range(
+            no_flags(),
+            &bytes,
+            &offset,
+            &span
+        )));
+    }
+}
