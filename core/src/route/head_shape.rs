@@ -54,6 +54,26 @@ pub(crate) struct HeadShapes {
     other_fitted: bool,
 }
 
+/// A learned shape's verdict for the head that fitted it, and what the caller keeps of it.
+#[derive(Debug)]
+pub(crate) struct ShapeFit<'a> {
+    pub(crate) verdict: &'a Verdict,
+    extract: &'a [Option<(u8, Extract)>; 3],
+    /// A word the caller derives from `verdict` (and the fixed extracted values), kept with
+    /// the shape until its verdict changes (a relearned shape, a head fitted along the
+    /// segments with extracts elsewhere), when it is `None` again: so a caller works out once
+    /// per shape what it does with the verdict, not once per message.
+    pub(crate) memo: &'a mut Option<u64>,
+}
+
+impl ShapeFit<'_> {
+    /// Whether the extracted value in `slot` lies in the shape's fixed bytes: the same bytes
+    /// in every head the shape fits (Betfair `op`), where others (`clk`) vary.
+    pub(crate) fn extract_is_fixed(&self, slot: usize) -> bool {
+        matches!(self.extract.get(slot), Some(Some((_, Extract::Fixed(..)))))
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 struct Shape {
     /// Every segment's literal, back to back.
@@ -76,6 +96,9 @@ struct Shape {
     fitted: Verdict,
     /// The walk's value windows, for relearning the layout (capacity reused).
     windows: Vec<(Range<usize>, Window)>,
+    /// What the caller derived from `fitted` (see [`ShapeFit::memo`]); `None` whenever
+    /// `fitted` changes.
+    memo: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -131,15 +154,15 @@ enum ShapeEnd {
 
 impl HeadShapes {
     /// The verdict for `head` by a learned shape, if one fits: [`fit`](Self::fit), then
-    /// [`fitted`](Self::fitted).
+    /// [`fitted_with_memo`](Self::fitted_with_memo).
     #[cfg(test)]
     pub(crate) fn verdict(&mut self, head: &[u8]) -> Option<&Verdict> {
         let slot = self.fit(head)?;
-        Some(self.fitted(slot))
+        Some(self.fitted_with_memo(slot).verdict)
     }
 
     /// The slot of the learned shape that fits `head`, if one does; its verdict is
-    /// [`fitted`](Self::fitted) (two steps, so that a caller can learn a shape after none
+    /// [`fitted_with_memo`](Self::fitted_with_memo) (two steps, so that a caller can learn a shape after none
     /// fitted with no borrow of `self` held over it). Slot 0 is tried first; a shape that
     /// fits another slot twice in a row (or right after it was learned) moves there, and the
     /// slot returned is where it is now. So whichever order a stream's shapes were learned in
@@ -157,10 +180,16 @@ impl HeadShapes {
         Some(self.promote(slot))
     }
 
-    /// The verdict of the shape in `slot`, as [`fit`](Self::fit) returned it.
+    /// The verdict of the shape in `slot`, as [`fit`](Self::fit) returned it, with the
+    /// caller's memo of it.
     #[inline(always)]
-    pub(crate) fn fitted(&self, slot: usize) -> &Verdict {
-        &self.slots[slot].fitted
+    pub(crate) fn fitted_with_memo(&mut self, slot: usize) -> ShapeFit<'_> {
+        let shape = &mut self.slots[slot];
+        ShapeFit {
+            verdict: &shape.fitted,
+            extract: &shape.extract,
+            memo: &mut shape.memo,
+        }
     }
 
     /// The shape in `slot` (not 0) fitted: it moves to slot 0 when a shape other than slot
@@ -213,6 +242,7 @@ impl Shape {
         self.marks = 0;
         self.ends_in_token = false;
         self.layout.clear();
+        self.memo = None;
     }
 
     /// Whether `head` fits; if so, `fitted` is its verdict.
@@ -302,6 +332,7 @@ impl Shape {
         if let Verdict::Data { extracted: e, .. } = &mut self.fitted {
             *e = extracted;
         }
+        self.memo = None;
         self.layout_end = pos;
         self.layout.learn(head, pos, &self.windows);
         true

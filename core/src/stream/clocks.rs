@@ -16,7 +16,7 @@ use crate::route::{head_str, top_level_int};
 
 /// Longest token (bytes) kept inline. Betfair clocks are base64 of a few varints: 8–28
 /// bytes seen.
-const INLINE: usize = 32;
+pub(crate) const INLINE: usize = 32;
 
 /// The stream position of one Betfair subscription. Empty means unknown.
 #[derive(Debug, Clone, Default)]
@@ -63,6 +63,16 @@ impl Clocks {
             }
             self.clk.set(source, range);
         }
+    }
+
+    /// [`update`](Self::update) with a `clk` of at most [`INLINE`] bytes, `message[clk]`,
+    /// and no `initialClk`.
+    #[inline(always)]
+    pub(crate) fn update_clk(&mut self, message: &[u8], clk: Range<usize>) {
+        if self.segmenting {
+            self.segment(message);
+        }
+        self.clk.set_inline(message, clk);
     }
 
     /// Notes the id the subscription's request went out with (first, or again after a
@@ -155,19 +165,25 @@ struct Token {
 impl Token {
     #[inline(always)]
     fn set(&mut self, source: &[u8], range: Range<usize>) {
-        let len = range.len();
-        self.len = len;
-        if len <= INLINE {
-            match source
-                .get(range.start..)
-                .and_then(<[u8]>::first_chunk::<INLINE>)
-            {
-                Some(block) => self.inline = *block,
-                None => self.inline[..len].copy_from_slice(&source[range]),
-            }
+        if range.len() <= INLINE {
+            self.set_inline(source, range);
         } else {
+            self.len = range.len();
             self.spill.clear();
             self.spill.extend_from_slice(&source[range]);
+        }
+    }
+
+    /// [`set`](Self::set) for a token of at most [`INLINE`] bytes.
+    #[inline(always)]
+    fn set_inline(&mut self, source: &[u8], range: Range<usize>) {
+        self.len = range.len();
+        match source
+            .get(range.start..)
+            .and_then(<[u8]>::first_chunk::<INLINE>)
+        {
+            Some(block) => self.inline = *block,
+            None => self.inline[..range.len()].copy_from_slice(&source[range]),
         }
     }
 

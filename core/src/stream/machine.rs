@@ -28,6 +28,7 @@ mod commands;
 mod inbound;
 mod input;
 mod lifecycle;
+mod line_plan;
 
 /// [`StatsSnapshot::state`](super::stats::StatsSnapshot::state) codes of the two ends.
 const CLOSED_CODE: u8 = 5;

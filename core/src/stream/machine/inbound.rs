@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::line_plan::LinePlan;
 use super::{Feed, Stream};
 use crate::offer::Offered;
-use crate::route::{Classifier, HeadShapes, RequestId, Routed, Verdict};
+use crate::route::{ByShape, Classifier, HeadShapes, RequestId, Routed, ShapeFit, Verdict};
 use crate::stream::clocks::Clocks;
 use crate::stream::config::Profile;
 use crate::stream::connection::{ConnEvent, Connection};
@@ -264,7 +265,8 @@ fn out_of_line<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// [`plain_data`] for a message its first key did not settle: by the stream's learned head
-/// shapes.
+/// shapes. A fitted shape's verdict is acted on as its plan says ([`LinePlan`]), worked out
+/// the first time the shape fits.
 #[inline(always)]
 fn plain_by_shape(
     classifier: &Classifier,
@@ -272,7 +274,21 @@ fn plain_by_shape(
     clocks: &mut [Clocks; 2],
     payload: &[u8],
 ) -> Option<bool> {
-    match classifier.verdict_by_shape_in(payload, shapes, &mut None) {
+    let mut learned = None;
+    let verdict = match classifier.verdict_by_shape_in(payload, shapes, &mut learned) {
+        ByShape::Fitted(mut fit) => {
+            let plan = match *fit.memo {
+                Some(word) => LinePlan::from_word(word),
+                None => first_plan(&mut fit, payload),
+            };
+            if !plan.is_general() {
+                return Some(plan.apply(clocks, payload));
+            }
+            fit.verdict
+        }
+        ByShape::Other(verdict) => verdict,
+    };
+    match verdict {
         Verdict::Data {
             heartbeat,
             shutdown: false,
@@ -288,6 +304,15 @@ fn plain_by_shape(
         }
         _ => None,
     }
+}
+
+/// The plan of a shape that fitted for the first time since its verdict changed, kept in its
+/// memo. Out of line: once per shape.
+#[inline(never)]
+fn first_plan(fit: &mut ShapeFit<'_>, payload: &[u8]) -> LinePlan {
+    let plan = LinePlan::of(fit, payload);
+    *fit.memo = Some(plan.word());
+    plan
 }
 
 /// Records the stream positions a Betfair change `message` carries (`extracted` holds its
