@@ -17,6 +17,15 @@ mod imp {
     /// Sixteen bytes, nonzero where a check failed.
     pub(crate) type Flags = m128i;
 
+    /// Sixteen bytes kept for checks, in the vector register's own type: aligned, so that an
+    /// operation reads it straight from memory (no separate unaligned load).
+    pub(crate) type Pattern = m128i;
+
+    #[inline(always)]
+    pub(crate) fn pattern(bytes: [u8; 16]) -> Pattern {
+        m128i::from(bytes)
+    }
+
     #[inline(always)]
     pub(crate) fn no_flags() -> Flags {
         zeroed_m128i()
@@ -26,12 +35,11 @@ mod imp {
     pub(crate) fn flag_out_of_range(
         flags: Flags,
         bytes: &[u8; 16],
-        offset: &[u8; 16],
-        span: &[u8; 16],
+        offset: &Pattern,
+        span: &Pattern,
     ) -> Flags {
         let b = load_unaligned_m128i(bytes);
-        let shifted = add_i8_m128i(b, load_unaligned_m128i(offset));
-        let out_of_range = sub_saturating_u8_m128i(shifted, load_unaligned_m128i(span));
+        let out_of_range = sub_saturating_u8_m128i(add_i8_m128i(b, *offset), *span);
         let backslash = cmp_eq_mask_i8_m128i(b, set_splat_i8_m128i(b'\\' as i8));
         bitor_m128i(flags, bitor_m128i(out_of_range, backslash))
     }
@@ -48,6 +56,13 @@ mod imp {
 )))]
 mod imp {
     pub(crate) type Flags = [u8; 16];
+
+    pub(crate) type Pattern = [u8; 16];
+
+    #[inline(always)]
+    pub(crate) fn pattern(bytes: [u8; 16]) -> Pattern {
+        bytes
+    }
 
     #[inline(always)]
     pub(crate) fn no_flags() -> Flags {
@@ -81,6 +96,12 @@ pub(crate) use imp::Flags;
 /// Flags with nothing flagged.
 pub(crate) use imp::no_flags;
 
+/// Sixteen bytes a check compares with, as [`pattern`] makes them.
+pub(crate) use imp::Pattern;
+
+/// The pattern of these bytes.
+pub(crate) use imp::pattern;
+
 /// `flags` with each byte of `bytes` flagged whose `byte + offset` (wrapping, byte by byte)
 /// is over `span`, or that is a backslash.
 pub(crate) use imp::flag_out_of_range;
@@ -90,7 +111,7 @@ pub(crate) use imp::none_flagged;
 
 #[cfg(test)]
 mod tests {
-    use super::{flag_out_of_range, no_flags, none_flagged};
+    use super::{flag_out_of_range, no_flags, none_flagged, pattern};
 
     #[test]
     fn a_byte_is_flagged_when_out_of_its_range_or_a_backslash() {
@@ -104,12 +125,13 @@ mod tests {
                 let mut bytes = [b'a'; 16];
                 (bytes[0], bytes[1]) = (b0, b1);
                 let fits = b0 == 7 && b1.is_ascii_digit();
-                let flags = flag_out_of_range(no_flags(), &bytes, &offset, &span);
+                let flags = flag_out_of_range(no_flags(), &bytes, &pattern(offset), &pattern(span));
                 assert_eq!(none_flagged(flags), fits, "{b0} {b1}");
             }
         }
         let mut bytes = [b'a'; 16];
         (bytes[0], bytes[1], bytes[9]) = (7, b'5', b'\\');
+        let (offset, span) = (pattern(offset), pattern(span));
         assert!(!none_flagged(flag_out_of_range(
             no_flags(),
             &bytes,

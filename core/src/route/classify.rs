@@ -7,7 +7,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::head_scan::{first_key_among, for_each_compact_pair, for_each_pair, value_is, Value};
-use super::head_shape::{HeadShapes, KeyRoles, ShapeFit};
+use super::head_shape::{HeadShapes, KeyRoles};
 use super::rules::{Condition, RouteRules, MAX_EXTRACT_KEYS};
 
 /// A response's id, as the message carries it.
@@ -492,21 +492,22 @@ impl Classifier {
     /// from earlier messages of the stream when one fits (see [`HeadShapes`]), and learns
     /// this head's shape when none does.
     pub(crate) fn verdict_by_shape(&self, payload: &[u8], shapes: &mut HeadShapes) -> Verdict {
-        self.verdict_by_shape_in(payload, shapes, &mut None)
-            .verdict()
-            .clone()
+        match self.verdict_by_shape_in(payload, shapes, &mut None) {
+            ByShape::Fitted(slot) => shapes.fitted_with_memo(slot).verdict.clone(),
+            ByShape::Other(verdict) => verdict.clone(),
+        }
     }
 
-    /// [`verdict_by_shape`](Self::verdict_by_shape) lent, not moved: a fitted shape's
-    /// verdict where the shape keeps it (with the caller's memo of it), a learned one in
-    /// `learned` (the fast path reads two flags and a few ranges). A reference, not a closure
-    /// called with it: a closure the compiler may keep out of line (it did, in a large
-    /// caller), this inlines whole.
+    /// [`verdict_by_shape`](Self::verdict_by_shape) lent, not moved: the slot of the shape
+    /// that fitted (its verdict and the caller's memo of it are
+    /// [`HeadShapes::fitted_with_memo`]), else a verdict in `learned` (or a constant). A
+    /// reference, not a closure called with it: a closure the compiler may keep out of line
+    /// (it did, in a large caller), this inlines whole.
     #[inline(always)]
     pub(crate) fn verdict_by_shape_in<'a>(
         &self,
         payload: &[u8],
-        shapes: &'a mut HeadShapes,
+        shapes: &mut HeadShapes,
         learned: &'a mut Option<Verdict>,
     ) -> ByShape<'a> {
         let head = &payload[..payload.len().min(self.rules.scan_len)];
@@ -515,7 +516,7 @@ impl Classifier {
             return ByShape::Other(&Verdict::PLAIN_DATA);
         }
         if let Some(slot) = shapes.fit(head) {
-            return ByShape::Fitted(shapes.fitted_with_memo(slot));
+            return ByShape::Fitted(slot);
         }
         ByShape::Other(learned.insert(self.verdict_and_shape(head, shapes)))
     }
@@ -539,20 +540,12 @@ impl Classifier {
 /// A verdict by the learned head shapes ([`Classifier::verdict_by_shape_in`]).
 #[derive(Debug)]
 pub(crate) enum ByShape<'a> {
-    /// A learned shape fitted the head: its verdict, and the caller's memo of it.
-    Fitted(ShapeFit<'a>),
+    /// The learned shape in this slot fitted the head: its verdict and the caller's memo of
+    /// it are [`HeadShapes::fitted_with_memo`] (taken only when needed: the memo is enough
+    /// for most messages).
+    Fitted(usize),
     /// The rules' prefilter settled it, or no shape fitted and the head was walked in full.
     Other(&'a Verdict),
-}
-
-impl ByShape<'_> {
-    /// The verdict, however found.
-    pub(crate) fn verdict(&self) -> &Verdict {
-        match self {
-            Self::Fitted(fit) => fit.verdict,
-            Self::Other(verdict) => verdict,
-        }
-    }
 }
 
 /// What classification found; see [`Classifier::verdict`].

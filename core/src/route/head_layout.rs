@@ -12,8 +12,8 @@
 //! span is 0; a digit's takes `0` to 0 with span 9; a string byte's takes `"` to 255 with span
 //! 254, which refuses the quote alone) and no backslash (a learned head with one gets no
 //! layout). In SSE2 ([`crate::vector`]) that is `paddb`, `psubusb`, one `pcmpeqb` and two ORs
-//! per 16 bytes, and layouts of three to six loads (a Betfair `mcm` head is four or five) are
-//! checked with no loop: 45 instructions for the replay server's 63-byte heads, against 85
+//! per 16 bytes, and layouts of four or five loads (a Betfair `mcm` head's) are checked with
+//! no loop: 45 instructions for the replay server's 63-byte heads, against 85
 //! with two compares a byte and the loop (callgrind). (32-byte loads under AVX2, tried with
 //! that older check: two loads instead of four, 34 instructions fewer a line, and no less CPU
 //! — 5,000,000 lines a run, eight runs alternating, 227 vs 225 ms — so no `unsafe` for it.)
@@ -27,7 +27,7 @@
 
 use std::ops::Range;
 
-use crate::vector::{self, Flags};
+use crate::vector::{self, Flags, Pattern};
 
 /// What a value window must hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,18 +58,15 @@ const LOAD: usize = 16;
 #[derive(Debug, Clone, Copy)]
 struct Load {
     /// Added (wrapping) to each byte before the range check.
-    offset: [u8; LOAD],
+    offset: Pattern,
     /// The largest the byte plus its offset may be.
-    span: [u8; LOAD],
+    span: Pattern,
 }
 
 impl Load {
     /// Every byte's checks, from `head` at `at`, as the learned head and its `windows` say.
     fn learn(head: &[u8], at: usize, windows: &[(Range<usize>, Window)]) -> Self {
-        let mut load = Self {
-            offset: [0; LOAD],
-            span: [0; LOAD],
-        };
+        let (mut offsets, mut spans) = ([0; LOAD], [0; LOAD]);
         for (i, pos) in (at..at + LOAD).enumerate() {
             let (offset, span) = match windows.iter().find(|(range, _)| range.contains(&pos)) {
                 // Anything but `"` (taken to 255); the backslash is refused everywhere.
@@ -79,10 +76,13 @@ impl Load {
                 // The learned byte.
                 None => (0u8.wrapping_sub(head[pos]), 0),
             };
-            load.offset[i] = offset;
-            load.span[i] = span;
+            offsets[i] = offset;
+            spans[i] = span;
         }
-        load
+        Self {
+            offset: vector::pattern(offsets),
+            span: vector::pattern(spans),
+        }
     }
 
     /// `bad` with the bytes of `bytes` that are not what they must be flagged.
@@ -102,11 +102,11 @@ impl Layout {
     /// Whether `head` has this layout.
     #[inline(always)]
     pub(super) fn fits(&self, head: &[u8]) -> bool {
+        // Two lengths (a Betfair `mcm` head's): two compares, where more made a jump table
+        // (eight instructions).
         match self.loads.len() {
-            3 => self.fits_unrolled::<3>(head),
             4 => self.fits_unrolled::<4>(head),
             5 => self.fits_unrolled::<5>(head),
-            6 => self.fits_unrolled::<6>(head),
             _ => self.fits_looped(head),
         }
     }
@@ -117,15 +117,17 @@ impl Layout {
         let Some(head) = head.get(..self.need) else {
             return false;
         };
-        let (Ok(loads), Some(tail)) = (
+        let (Ok(loads), Some(front), Some(tail)) = (
             <&[Load; N]>::try_from(self.loads.as_slice()),
+            head.get(..LOAD * (N - 1)),
             head.last_chunk(),
         ) else {
             return false;
         };
         let mut bad = vector::no_flags();
-        for (k, load) in loads[..N - 1].iter().enumerate() {
-            let Some(bytes) = head.get(LOAD * k..).and_then(<[u8]>::first_chunk) else {
+        // `front` is N - 1 loads long: the chunks are whole, and one bounds check does.
+        for (bytes, load) in front.chunks_exact(LOAD).zip(loads) {
+            let Some(bytes) = bytes.first_chunk() else {
                 return false;
             };
             bad = load.flag(bytes, bad);
@@ -133,8 +135,7 @@ impl Layout {
         vector::none_flagged(loads[N - 1].flag(tail, bad))
     }
 
-    /// [`fits`](Self::fits) for a layout of any number of loads (one of at most two, or
-    /// more than six): kept out of line.
+    /// [`fits`](Self::fits) for a layout of any number of loads: kept out of line.
     #[inline(never)]
     fn fits_looped(&self, head: &[u8]) -> bool {
         let Some(head) = head.get(..self.need) else {
@@ -268,7 +269,7 @@ mod tests {
     fn every_byte_is_checked_whatever_the_heads_length() {
         // Lengths around whole loads: the last load ends at the last byte needed, whether
         // it overlaps the one before (17, 47) or not (16, 32, 48); one load to eight, so
-        // both the unrolled checks (three to six loads) and the loop.
+        // both the unrolled checks (four and five loads) and the loop.
         for pad in 0..=120 {
             let learned = format!(r#"{{"a":"{}","b":1}}"#, "x".repeat(pad));
             let learned = learned.as_bytes();

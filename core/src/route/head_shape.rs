@@ -92,6 +92,10 @@ struct Shape {
     /// Where the last head the segments fitted had each byte; its walk's end and extracts.
     layout: Layout,
     layout_end: usize,
+    /// A head the layout fits ends its walk as the learned head did (`ends_fit`): the layout
+    /// holds the byte at `layout_end`, the learned one, so this is only in doubt when that
+    /// byte is whitespace before a possible comma.
+    layout_settles_end: bool,
     /// The verdict for the last head that fitted: the learned flags, that head's extracts.
     fitted: Verdict,
     /// The walk's value windows, for relearning the layout (capacity reused).
@@ -180,6 +184,12 @@ impl HeadShapes {
         Some(self.promote(slot))
     }
 
+    /// The caller's memo of the verdict of the shape in `slot` (see [`ShapeFit::memo`]).
+    #[inline(always)]
+    pub(crate) fn memo(&self, slot: usize) -> Option<u64> {
+        self.slots[slot].memo
+    }
+
     /// The verdict of the shape in `slot`, as [`fit`](Self::fit) returned it, with the
     /// caller's memo of it.
     #[inline(always)]
@@ -248,7 +258,9 @@ impl Shape {
     /// Whether `head` fits; if so, `fitted` is its verdict.
     #[inline(always)]
     fn fits(&mut self, head: &[u8]) -> bool {
-        if self.layout.fits(head) && self.ends_fit(head, self.layout_end) {
+        if self.layout.fits(head)
+            && (self.layout_settles_end || self.ends_fit(head, self.layout_end))
+        {
             return true; // the same extracts as the head that taught the layout
         }
         self.end != ShapeEnd::Empty && self.walk(head)
@@ -334,6 +346,8 @@ impl Shape {
         }
         self.memo = None;
         self.layout_end = pos;
+        self.layout_settles_end = !(self.end == ShapeEnd::NoComma
+            && matches!(head.get(pos), Some(b' ' | b'\t' | b'\r' | b'\n')));
         self.layout.learn(head, pos, &self.windows);
         true
     }

@@ -276,15 +276,15 @@ fn plain_by_shape(
 ) -> Option<bool> {
     let mut learned = None;
     let verdict = match classifier.verdict_by_shape_in(payload, shapes, &mut learned) {
-        ByShape::Fitted(mut fit) => {
-            let plan = match *fit.memo {
+        ByShape::Fitted(slot) => {
+            let plan = match shapes.memo(slot) {
                 Some(word) => LinePlan::from_word(word),
-                None => first_plan(&mut fit, payload),
+                None => first_plan(shapes.fitted_with_memo(slot), payload),
             };
             if !plan.is_general() {
                 return Some(plan.apply(clocks, payload));
             }
-            fit.verdict
+            shapes.fitted_with_memo(slot).verdict
         }
         ByShape::Other(verdict) => verdict,
     };
@@ -309,8 +309,8 @@ fn plain_by_shape(
 /// The plan of a shape that fitted for the first time since its verdict changed, kept in its
 /// memo. Out of line: once per shape.
 #[inline(never)]
-fn first_plan(fit: &mut ShapeFit<'_>, payload: &[u8]) -> LinePlan {
-    let plan = LinePlan::of(fit, payload);
+fn first_plan(fit: ShapeFit<'_>, payload: &[u8]) -> LinePlan {
+    let plan = LinePlan::of(&fit, payload);
     *fit.memo = Some(plan.word());
     plan
 }
