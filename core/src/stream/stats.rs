@@ -241,6 +241,13 @@ impl Stats {
         self.bytes_received += bytes as u64;
     }
 
+    /// Counts `messages` received messages of `bytes` payload bytes in all.
+    #[inline]
+    pub(crate) fn received_many(&mut self, messages: u64, bytes: u64) {
+        self.messages_received += messages;
+        self.bytes_received += bytes;
+    }
+
     /// Records a read's time (published with the next publish).
     #[inline]
     pub(crate) fn set_last_receive(&mut self, at: Instant) {

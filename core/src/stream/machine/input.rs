@@ -157,14 +157,18 @@ impl Stream {
             return self.handle_read(n, now);
         }
         let classifier = self.router.classifier();
-        let (stats, clocks, shapes) = (&mut self.stats, &mut self.clocks, &mut self.head_shapes);
+        let (clocks, shapes) = (&mut self.clocks, &mut self.head_shapes);
+        // Counted here and added once a read: two register additions a message, not two
+        // read-modify-writes of the statistics.
+        let (mut messages, mut bytes) = (0u64, 0u64);
         conn.handle_read_offering(
             n,
             &mut Lent(
                 #[inline(always)]
                 |payload: &[u8], kind| match plain_data(classifier, shapes, clocks, payload, kind) {
                     Some(heartbeat) => {
-                        stats.received(payload.len());
+                        messages += 1;
+                        bytes += payload.len() as u64;
                         on_data(DataRef {
                             payload,
                             heartbeat,
@@ -176,6 +180,7 @@ impl Stream {
                 },
             ),
         );
+        self.stats.received_many(messages, bytes);
         self.after_read(now);
     }
 
