@@ -248,13 +248,16 @@ pub(super) fn plain_data(
     if kind == Offered::Binary {
         return Some(false);
     }
+    if kind == Offered::Line && classifier.by_shape_alone() {
+        return plain_by_shape::<false>(classifier, shapes, clocks, payload);
+    }
     if let Some(flags) = classifier.plain_by_first_key(payload) {
         return (!flags.shutdown).then_some(flags.heartbeat);
     }
     if kind == Offered::Line {
-        plain_by_shape(classifier, shapes, clocks, payload)
+        plain_by_shape::<true>(classifier, shapes, clocks, payload)
     } else {
-        out_of_line(|| plain_by_shape(classifier, shapes, clocks, payload))
+        out_of_line(|| plain_by_shape::<true>(classifier, shapes, clocks, payload))
     }
 }
 
@@ -266,16 +269,22 @@ fn out_of_line<R>(f: impl FnOnce() -> R) -> R {
 
 /// [`plain_data`] for a message its first key did not settle: by the stream's learned head
 /// shapes. A fitted shape's verdict is acted on as its plan says ([`LinePlan`]), worked out
-/// the first time the shape fits.
+/// the first time the shape fits. `PREFILTER`: the rules may have a prefilter (else
+/// [`Classifier::by_shape_alone`]).
 #[inline(always)]
-fn plain_by_shape(
+fn plain_by_shape<const PREFILTER: bool>(
     classifier: &Classifier,
     shapes: &mut HeadShapes,
     clocks: &mut [Clocks; 2],
     payload: &[u8],
 ) -> Option<bool> {
     let mut learned = None;
-    let verdict = match classifier.verdict_by_shape_in(payload, shapes, &mut learned) {
+    let by_shape = if PREFILTER {
+        classifier.verdict_by_shape_in(payload, shapes, &mut learned)
+    } else {
+        classifier.verdict_by_shape_alone(payload, shapes, &mut learned)
+    };
+    let verdict = match by_shape {
         ByShape::Fitted(slot) => {
             let plan = match shapes.memo(slot) {
                 Some(word) => LinePlan::from_word(word),
