@@ -26,15 +26,16 @@ const ASCII_STRIDE: usize = 256;
 
 /// Length of a prefix of `bytes` known to be ASCII: all of `bytes`, or where the part
 /// simdutf8 must read starts (always on a character boundary, every byte before it being
-/// ASCII). Below [`VECTORS_FROM`] bytes the check is in 8-byte words, inline. From there, where
-/// the CPU has AVX2, in 32-byte vectors, [`ASCII_STRIDE`] bytes at a time: the prefix is the
-/// strides before the first that holds a byte ≥ 0x80. Without AVX2 the words pay up to
-/// [`WORDS_UP_TO`] bytes; beyond, simdutf8 alone is as fast (1 KB 13.8 vs 14.4 ns) or faster
-/// (9 KB 80 vs 125 ns), so the prefix is empty.
+/// ASCII). Below [`VECTORS_FROM`] bytes the check is in 16-byte SSE2 vectors, inline
+/// ([`crate::vector::is_ascii`]). From there, where the CPU has AVX2, in 32-byte vectors,
+/// [`ASCII_STRIDE`] bytes at a time: the prefix is the strides before the first that holds a
+/// byte ≥ 0x80. Without AVX2 the inline check pays up to [`INLINE_UP_TO`] bytes; beyond,
+/// simdutf8 alone is as fast (1 KB 13.8 vs 14.4 ns, measured with the former check in 8-byte
+/// words) or faster (9 KB 80 vs 125 ns), so the prefix is empty.
 #[inline(always)]
 fn ascii_prefix(bytes: &[u8]) -> usize {
     if bytes.len() < VECTORS_FROM {
-        return if is_ascii_words(bytes) {
+        return if crate::vector::is_ascii(bytes) {
             bytes.len()
         } else {
             0
@@ -47,27 +48,30 @@ fn ascii_prefix(bytes: &[u8]) -> usize {
         #[allow(unsafe_code)]
         return unsafe { ascii_prefix_avx2(bytes) };
     }
-    ascii_prefix_words(bytes)
+    ascii_prefix_without_avx2(bytes)
 }
 
 /// [`ascii_prefix`] of `bytes` (at least [`VECTORS_FROM`] long) where the CPU has no AVX2:
-/// all of it when it is ASCII and no longer than [`WORDS_UP_TO`], else empty. A function of
+/// all of it when it is ASCII and no longer than [`INLINE_UP_TO`], else empty. A function of
 /// its own so that a machine with AVX2 tests it too.
 #[inline(always)]
-fn ascii_prefix_words(bytes: &[u8]) -> usize {
-    if bytes.len() <= WORDS_UP_TO && is_ascii_words(bytes) {
+fn ascii_prefix_without_avx2(bytes: &[u8]) -> usize {
+    if bytes.len() <= INLINE_UP_TO && crate::vector::is_ascii(bytes) {
         bytes.len()
     } else {
         0
     }
 }
 
-/// Shortest input (bytes) the vector check takes: below, its call costs more than it saves
-/// (190 B in words 4.3 ns, in vectors 4.6; 310 B 5.4-8.4 vs 3.0-3.5).
+/// Shortest input (bytes) the AVX2 check takes: below, its call costs more than it saves
+/// (measured against the former word check: 190 B in words 4.3 ns, in vectors 4.6; 310 B
+/// 5.4-8.4 vs 3.0-3.5). The SSE2 check that replaced the words: 190 B 3.3 vs 3.75 ns
+/// (`--bench utf8`), 21 instructions a message fewer; a whole stream's message took the same
+/// time (`in_memory small_aggtrade`, 26.6 ns both).
 const VECTORS_FROM: usize = 256;
 
-/// Longest input (bytes) checked in words when the vector check does not take it.
-const WORDS_UP_TO: usize = 512;
+/// Longest input (bytes) checked inline when the AVX2 check does not take it.
+const INLINE_UP_TO: usize = 512;
 
 /// [`ascii_prefix`] in 32-byte vectors, [`ASCII_STRIDE`] bytes at a time; `bytes` is at
 /// least [`VECTORS_FROM`] long.
@@ -125,22 +129,6 @@ fn is_ascii_vectors(bytes: &[u8]) -> bool {
         }
     }
     acc.iter().all(|&b| b < 0x80)
-}
-
-/// Whether `bytes` is ASCII, without AVX2: blocks of four 8-byte words ORed together, the
-/// tail as one more block that overlaps the last whole one (no byte-by-byte loop).
-#[inline]
-fn is_ascii_words(bytes: &[u8]) -> bool {
-    const BLOCK: usize = 32;
-    if bytes.len() < BLOCK {
-        return bytes.is_ascii();
-    }
-    let word = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-    let block = |b: &[u8]| word(b, 0) | word(b, 8) | word(b, 16) | word(b, 24);
-    let mut blocks = bytes.chunks_exact(BLOCK);
-    let mut acc = blocks.by_ref().fold(0, |acc, b| acc | block(b));
-    acc |= block(&bytes[bytes.len() - BLOCK..]);
-    acc & 0x8080_8080_8080_8080 == 0
 }
 
 /// Validation state of one text message.
@@ -240,10 +228,9 @@ mod tests {
 
     #[test]
     fn whole_message_check_finds_a_high_byte_at_every_position() {
-        // Lengths around every width the checks switch at: the byte loop, the 8- and
-        // 16-byte words, 32-byte blocks and their overlapping tail, the AVX2 check (where
-        // the CPU has it; the word and vector checks are asserted at every length on their
-        // own too).
+        // Lengths around every width the checks switch at: the byte loop, 16-byte vectors,
+        // 64-byte blocks and their overlapping tail, the AVX2 check (where the CPU has it;
+        // the inline and AVX2 checks are asserted at every length on their own too).
         let lengths = (0..=100)
             .chain([127, 128, 129, 190])
             .chain(250..=260)
@@ -254,9 +241,9 @@ mod tests {
             assert!(is_valid(&ascii), "{len}");
             let checked = if prefix_checks(len) { len } else { 0 };
             assert_eq!(ascii_prefix(&ascii), checked, "{len}");
-            assert!(is_ascii_words(&ascii), "{len}");
-            let words = if len <= WORDS_UP_TO { len } else { 0 };
-            assert_eq!(ascii_prefix_words(&ascii), words, "{len}");
+            assert!(crate::vector::is_ascii(&ascii), "{len}");
+            let inline = if len <= INLINE_UP_TO { len } else { 0 };
+            assert_eq!(ascii_prefix_without_avx2(&ascii), inline, "{len}");
             #[cfg(target_arch = "x86_64")]
             if len >= VECTOR {
                 assert!(is_ascii_vectors(&ascii), "{len}");
@@ -281,17 +268,17 @@ mod tests {
                 if len >= VECTOR {
                     assert!(!is_ascii_vectors(&high), "0x80 at {at} of {len}");
                 }
-                assert!(!is_ascii_words(&high), "0x80 at {at} of {len}");
-                assert_eq!(ascii_prefix_words(&high), 0, "0x80 at {at} of {len}");
-                // Two high bytes in the same lane of two words, or of two vectors: the checks
-                // gather with OR, under which nothing cancels.
-                for gap in [8, 32] {
+                assert!(!crate::vector::is_ascii(&high), "0x80 at {at} of {len}");
+                assert_eq!(ascii_prefix_without_avx2(&high), 0, "0x80 at {at} of {len}");
+                // Two high bytes in the same lane of two vectors (16 or 32 bytes apart) or
+                // blocks: the checks gather with OR, under which nothing cancels.
+                for gap in [8, 16, 32, 64] {
                     if at + gap < len {
                         let mut pair = high.clone();
                         pair[at + gap] = 0x80;
                         let what = format!("0x80 at {at} and {gap} bytes on, of {len}");
                         assert!(!is_valid(&pair), "{what}");
-                        assert!(!is_ascii_words(&pair), "{what}");
+                        assert!(!crate::vector::is_ascii(&pair), "{what}");
                         #[cfg(target_arch = "x86_64")]
                         if len >= VECTOR {
                             assert!(!is_ascii_vectors(&pair), "{what}");
@@ -309,7 +296,7 @@ mod tests {
 
     /// Whether [`ascii_prefix`] checks `len` bytes itself rather than leave them to simdutf8.
     fn prefix_checks(len: usize) -> bool {
-        strides(len) || len <= WORDS_UP_TO
+        strides(len) || len <= INLINE_UP_TO
     }
 
     /// Whether [`ascii_prefix`] takes `len` bytes in AVX2 strides.

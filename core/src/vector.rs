@@ -48,6 +48,42 @@ mod imp {
     pub(crate) fn none_flagged(flags: Flags) -> bool {
         move_mask_i8_m128i(cmp_eq_mask_i8_m128i(flags, zeroed_m128i())) == 0xFFFF
     }
+
+    #[inline(always)]
+    pub(crate) fn is_ascii(bytes: &[u8]) -> bool {
+        let load = |chunk: &[u8]| {
+            chunk
+                .first_chunk()
+                .map_or(zeroed_m128i(), load_unaligned_m128i)
+        };
+        let block = |b: &[u8]| {
+            bitor_m128i(
+                bitor_m128i(load(b), load(&b[16..])),
+                bitor_m128i(load(&b[32..]), load(&b[48..])),
+            )
+        };
+        let acc = if let Some(last) = bytes.last_chunk::<64>() {
+            let mut blocks = bytes.chunks_exact(64);
+            let acc = blocks
+                .by_ref()
+                .fold(zeroed_m128i(), |acc, b| bitor_m128i(acc, block(b)));
+            // The rest as the last 64 bytes, overlapping bytes already read.
+            if blocks.remainder().is_empty() {
+                acc
+            } else {
+                bitor_m128i(acc, block(last))
+            }
+        } else if let Some(last) = bytes.last_chunk::<16>() {
+            let mut chunks = bytes.chunks_exact(16);
+            let acc = chunks
+                .by_ref()
+                .fold(zeroed_m128i(), |acc, c| bitor_m128i(acc, load(c)));
+            bitor_m128i(acc, load(last))
+        } else {
+            return bytes.is_ascii();
+        };
+        move_mask_i8_m128i(acc) == 0
+    }
 }
 
 #[cfg(not(all(
@@ -88,6 +124,11 @@ mod imp {
     pub(crate) fn none_flagged(flags: Flags) -> bool {
         u128::from_ne_bytes(flags) == 0
     }
+
+    #[inline(always)]
+    pub(crate) fn is_ascii(bytes: &[u8]) -> bool {
+        bytes.is_ascii()
+    }
 }
 
 /// Sixteen bytes of check results: nonzero where a byte failed.
@@ -109,9 +150,26 @@ pub(crate) use imp::flag_out_of_range;
 /// Whether nothing is flagged.
 pub(crate) use imp::none_flagged;
 
+/// Whether every byte of `bytes` is ASCII: 16-byte vectors ORed together (four a step), the
+/// tail as the last whole ones again, one sign mask at the end.
+pub(crate) use imp::is_ascii;
+
 #[cfg(test)]
 mod tests {
     use super::{flag_out_of_range, no_flags, none_flagged, pattern};
+
+    #[test]
+    fn is_ascii_sees_a_high_byte_anywhere_at_any_length() {
+        for len in 0..=200 {
+            let ascii = vec![b'a'; len];
+            assert!(super::is_ascii(&ascii), "{len}");
+            for at in 0..len {
+                let mut high = ascii.clone();
+                high[at] = 0x80;
+                assert!(!super::is_ascii(&high), "{len} {at}");
+            }
+        }
+    }
 
     #[test]
     fn a_byte_is_flagged_when_out_of_its_range_or_a_backslash() {
