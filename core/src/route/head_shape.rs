@@ -166,14 +166,14 @@ impl HeadShapes {
     }
 
     /// The slot of the learned shape that fits `head`, if one does; its verdict is
-    /// [`fitted_with_memo`](Self::fitted_with_memo) (two steps, so that a caller can learn a shape after none
-    /// fitted with no borrow of `self` held over it). Slot 0 is tried first; a shape that
-    /// fits another slot twice in a row (or right after it was learned) moves there, and the
-    /// slot returned is where it is now. So whichever order a stream's shapes were learned in
-    /// (a quiet market's heartbeats come before its first change), its common heads are not
-    /// checked against another shape first — a failed check costs as much as a fitting one,
-    /// and more when the segment walk follows it — while a shape that only interleaves (a
-    /// heartbeat among deltas) moves nothing.
+    /// [`fitted_with_memo`](Self::fitted_with_memo) (two steps, so that a caller can learn a
+    /// shape after none fitted with no borrow of `self` held over it). Slot 0 is tried
+    /// first; a shape that fits another slot twice in a row (or right after it was learned)
+    /// moves there, and the slot returned is where it is now. So whichever order a stream's
+    /// shapes were learned in (a quiet market's heartbeats come before its first change), its
+    /// common heads are not checked against another shape first — a failed check costs as
+    /// much as a fitting one, and more when the segment walk follows it — while a shape that
+    /// only interleaves (a heartbeat among deltas) moves nothing.
     #[inline(always)]
     pub(crate) fn fit(&mut self, head: &[u8]) -> Option<usize> {
         if self.slots[0].fits(head) {

@@ -4,7 +4,8 @@
 //! shape: the heartbeat flag, which feed's position it moves (from its `op`, a fixed value of
 //! the shape), and where its `clk` lies (the same range while the shape's layout fits). So a
 //! line costs a test of that word and the copy of its clock, not the decoding of the verdict's
-//! three extracted ranges and its `op` (~45 instructions a line, callgrind).
+//! three extracted ranges and its `op` (13 instructions a line fewer in a socket run, 23 in
+//! memory; callgrind, `betfair_mcm`).
 
 use std::ops::Range;
 
