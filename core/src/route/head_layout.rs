@@ -93,6 +93,24 @@ impl Load {
     }
 }
 
+/// Whether each load's bytes are what it says, `chunks` paired with their loads and `tail`
+/// with `last`: one flag vector gathered over all of them, one test at the end.
+#[inline(always)]
+fn all_fit<'a>(
+    chunks: impl Iterator<Item = (&'a [u8], &'a Load)>,
+    last: &Load,
+    tail: &[u8; LOAD],
+) -> bool {
+    let mut bad = vector::no_flags();
+    for (bytes, load) in chunks {
+        let Some(bytes) = bytes.first_chunk() else {
+            return false;
+        };
+        bad = load.flag(bytes, bad);
+    }
+    vector::none_flagged(last.flag(tail, bad))
+}
+
 impl Layout {
     /// No layout: nothing fits.
     pub(super) fn clear(&mut self) {
@@ -125,15 +143,8 @@ impl Layout {
         ) else {
             return false;
         };
-        let mut bad = vector::no_flags();
         // `front` is N - 1 loads long: the chunks are whole, and one bounds check does.
-        for (bytes, load) in front.chunks_exact(LOAD).zip(loads) {
-            let Some(bytes) = bytes.first_chunk() else {
-                return false;
-            };
-            bad = load.flag(bytes, bad);
-        }
-        vector::none_flagged(loads[N - 1].flag(tail, bad))
+        all_fit(front.chunks_exact(LOAD).zip(loads), &loads[N - 1], tail)
     }
 
     /// [`fits`](Self::fits) for a layout of any number of loads: kept out of line.
@@ -145,14 +156,7 @@ impl Layout {
         let (Some((last, whole)), Some(tail)) = (self.loads.split_last(), head.last_chunk()) else {
             return false;
         };
-        let mut bad = vector::no_flags();
-        for (bytes, load) in head.chunks_exact(LOAD).zip(whole) {
-            let Some(bytes) = bytes.first_chunk() else {
-                return false;
-            };
-            bad = load.flag(bytes, bad);
-        }
-        vector::none_flagged(last.flag(tail, bad))
+        all_fit(head.chunks_exact(LOAD).zip(whole), last, tail)
     }
 
     /// Learns the layout of `head`, which a shape's walk read up to `end` with `windows`
