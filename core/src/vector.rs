@@ -86,11 +86,16 @@ mod imp {
     }
 }
 
-#[cfg(not(all(
-    any(target_arch = "x86", target_arch = "x86_64"),
-    target_feature = "sse2"
-)))]
-mod imp {
+/// The byte loops of [`imp`] where SSE2 is not there; compiled for tests everywhere, so that
+/// its results are held to the vector code's.
+#[cfg(any(
+    test,
+    not(all(
+        any(target_arch = "x86", target_arch = "x86_64"),
+        target_feature = "sse2"
+    ))
+))]
+mod portable {
     pub(crate) type Flags = [u8; 16];
 
     pub(crate) type Pattern = [u8; 16];
@@ -131,6 +136,12 @@ mod imp {
     }
 }
 
+#[cfg(not(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "sse2"
+)))]
+use portable as imp;
+
 /// Sixteen bytes of check results: nonzero where a byte failed.
 pub(crate) use imp::Flags;
 
@@ -157,6 +168,44 @@ pub(crate) use imp::is_ascii;
 #[cfg(test)]
 mod tests {
     use super::{flag_out_of_range, no_flags, none_flagged, pattern};
+
+    proptest::proptest! {
+        #[test]
+        fn the_byte_loops_agree_with_the_vectors(
+            mut bytes in proptest::array::uniform16(proptest::prelude::any::<u8>()),
+            span in proptest::array::uniform16(proptest::prelude::any::<u8>()),
+            over in proptest::option::of(0..16usize),
+            slash in proptest::option::of(0..16usize),
+            text in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        ) {
+            use super::portable;
+            // Every byte within its span, but one taken past it and one made a backslash.
+            let mut offset = bytes.map(|b| 0u8.wrapping_sub(b));
+            if let Some(i) = over {
+                offset[i] = offset[i].wrapping_add(span[i]).wrapping_add(1);
+            }
+            if let Some(i) = slash {
+                bytes[i] = b'\\';
+                offset[i] = 0u8.wrapping_sub(b'\\');
+            }
+            let vector = none_flagged(flag_out_of_range(
+                no_flags(),
+                &bytes,
+                &pattern(offset),
+                &pattern(span),
+            ));
+            let loops = portable::none_flagged(portable::flag_out_of_range(
+                portable::no_flags(),
+                &bytes,
+                &portable::pattern(offset),
+                &portable::pattern(span),
+            ));
+            proptest::prop_assert_eq!(vector, loops);
+            let past = over.is_some_and(|i| span[i] < u8::MAX && Some(i) != slash);
+            proptest::prop_assert_eq!(vector, !past && !bytes.contains(&b'\\'));
+            proptest::prop_assert_eq!(super::is_ascii(&text), portable::is_ascii(&text));
+        }
+    }
 
     #[test]
     fn is_ascii_sees_a_high_byte_anywhere_at_any_length() {
