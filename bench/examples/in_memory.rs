@@ -69,7 +69,8 @@ fn feed(s: &mut Stream, bytes: &[u8], now: Instant, lend: bool) -> (usize, usize
 /// lines).
 fn wire_bytes(scenario: Scenario, count: usize) -> Vec<u8> {
     let payloads = scenario.payloads(7);
-    let nth = |i: usize| &payloads[i % payloads.len()];
+    // As the replay server sends them (a Betfair image once, first).
+    let nth = |i: usize| &payloads[scenario.payload_index(i, payloads.len())];
     if scenario.is_lines() {
         let mut bytes = Vec::new();
         for i in 0..count {

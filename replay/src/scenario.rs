@@ -82,6 +82,17 @@ impl Scenario {
         self == Self::BetfairMcm
     }
 
+    /// Which of `distinct` payloads a connection's message `sent` (from 0) is: they cycle,
+    /// skipping the first after it opened the connection when the scenario [opens with
+    /// it](Self::opens_once).
+    pub fn payload_index(self, sent: usize, distinct: usize) -> usize {
+        if self.opens_once() && sent > 0 && distinct > 1 {
+            1 + (sent - 1) % (distinct - 1)
+        } else {
+            sent % distinct
+        }
+    }
+
     /// Whether it is served as CRLF lines (Betfair) rather than WebSocket frames.
     pub fn is_lines(self) -> bool {
         self == Self::BetfairMcm

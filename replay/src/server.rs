@@ -200,16 +200,10 @@ fn as_resub_delta(payload: &Bytes) -> Bytes {
 }
 
 impl Shared {
-    /// Which payload a connection's message `sent` (from 0) is: they cycle, skipping the
-    /// first after it opened the connection when the scenario [opens with
-    /// it](Scenario::opens_once).
+    /// Which payload a connection's message `sent` (from 0) is
+    /// ([`Scenario::payload_index`]).
     fn index(&self, sent: usize) -> usize {
-        let n = self.cycle.payloads.len();
-        if self.config.scenario.opens_once() && sent > 0 && n > 1 {
-            1 + (sent - 1) % (n - 1)
-        } else {
-            sent % n
-        }
+        (self.config.scenario).payload_index(sent, self.cycle.payloads.len())
     }
 
     /// `payloads` encoded for this server's connections.
