@@ -63,9 +63,14 @@ impl LineFramer {
         mut take: impl FnMut(&[u8]) -> bool,
     ) -> usize {
         let from = std::mem::take(&mut self.searched);
+        // The limit read once, the line sliced before its length is taken (its bounds
+        // checked, the length needs no check of its own): 3 instructions a line fewer than
+        // reading the fields and taking the range's length (callgrind, `betfair_mcm`).
+        let max_line = self.max_line;
         let mut taken_to = 0;
         for (line, next) in complete_lines(self.delimiter, input, from) {
-            if line.len() > self.max_line || !take(&input[line]) {
+            let line = &input[line];
+            if line.len() > max_line || !take(line) {
                 break;
             }
             taken_to = next;

@@ -7,7 +7,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::head_scan::{first_key_among, for_each_compact_pair, for_each_pair, value_is, Value};
-use super::head_shape::{HeadShapes, KeyRoles};
+use super::head_shape::{Fitted, HeadShapes, KeyRoles};
 use super::rules::{Condition, RouteRules, MAX_EXTRACT_KEYS};
 
 /// A response's id, as the message carries it.
@@ -496,7 +496,7 @@ impl Classifier {
     /// this head's shape when none does.
     pub(crate) fn verdict_by_shape(&self, payload: &[u8], shapes: &mut HeadShapes) -> Verdict {
         match self.verdict_by_shape_in(payload, shapes, &mut None) {
-            ByShape::Fitted(slot) => shapes.fitted_with_memo(slot).verdict.clone(),
+            ByShape::Fitted(fitted) => shapes.fitted_with_memo(fitted.slot).verdict.clone(),
             ByShape::Other(verdict) => verdict.clone(),
         }
     }
@@ -541,10 +541,10 @@ impl Classifier {
         shapes: &mut HeadShapes,
         learned: &'a mut Option<Verdict>,
     ) -> ByShape<'a> {
-        let head = self.head(payload);
-        if let Some(slot) = shapes.fit(head) {
-            return ByShape::Fitted(slot);
+        if let Some(fitted) = shapes.fit(payload, self.rules.scan_len) {
+            return ByShape::Fitted(fitted);
         }
+        let head = self.head(payload);
         ByShape::Other(learned.insert(self.verdict_and_shape(head, shapes)))
     }
 
@@ -573,10 +573,10 @@ impl Classifier {
 /// A verdict by the learned head shapes ([`Classifier::verdict_by_shape_in`]).
 #[derive(Debug)]
 pub(crate) enum ByShape<'a> {
-    /// The learned shape in this slot fitted the head: its verdict and the caller's memo of
-    /// it are [`HeadShapes::fitted_with_memo`] (taken only when needed: the memo is enough
-    /// for most messages).
-    Fitted(usize),
+    /// A learned shape fitted the head: the caller's memo of its verdict, and the slot where
+    /// [`HeadShapes::fitted_with_memo`] finds the verdict (taken only when needed: the memo
+    /// is enough for most messages).
+    Fitted(Fitted),
     /// The rules' prefilter settled it, or no shape fitted and the head was walked in full.
     Other(&'a Verdict),
 }

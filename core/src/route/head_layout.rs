@@ -50,6 +50,10 @@ pub(super) struct Layout {
     loads: Vec<Load>,
     /// Bytes a head needs (at least [`LOAD`]): one past the last byte checked.
     need: usize,
+    /// `need` past the whole loads before the last (`need - LOAD * (loads.len() - 1)`,
+    /// 1..=16; 0 with no loads): a small number added to a constant, so that the unrolled
+    /// check knows `need` is at least those loads with no compare of its own.
+    past_whole: u8,
 }
 
 /// Bytes one load checks: one SSE2 vector.
@@ -116,6 +120,7 @@ impl Layout {
     pub(super) fn clear(&mut self) {
         self.loads.clear();
         self.need = 0;
+        self.past_whole = 0;
     }
 
     /// Whether `head` has this layout.
@@ -133,7 +138,8 @@ impl Layout {
     /// [`fits`](Self::fits) for a layout of `N` loads: no loop.
     #[inline(always)]
     fn fits_unrolled<const N: usize>(&self, head: &[u8]) -> bool {
-        let Some(head) = head.get(..self.need) else {
+        let need = LOAD * (N - 1) + usize::from(self.past_whole);
+        let Some(head) = head.get(..need) else {
             return false;
         };
         let (Ok(loads), Some(front), Some(tail)) = (
@@ -143,7 +149,8 @@ impl Layout {
         ) else {
             return false;
         };
-        // `front` is N - 1 loads long: the chunks are whole, and one bounds check does.
+        // `front` is N - 1 loads long: the chunks are whole, and the one bounds check above
+        // does for all (`need` is at least `front`).
         all_fit(front.chunks_exact(LOAD).zip(loads), &loads[N - 1], tail)
     }
 
@@ -193,6 +200,8 @@ impl Layout {
             .map(|at| Load::learn(head, at, windows));
         self.loads.extend(loads);
         self.need = need;
+        // 1..=16: the loads before the last are the whole ones below `need`.
+        self.past_whole = (need - LOAD * (self.loads.len() - 1)) as u8;
         true
     }
 }

@@ -11,7 +11,7 @@ mod rules;
 
 pub use classify::{classify, Class, Classifier, Extracted, ResponseId};
 pub(crate) use classify::{head_str, top_level_int, ByShape, Verdict};
-pub(crate) use head_shape::{HeadShapes, ShapeFit};
+pub(crate) use head_shape::{Fitted, HeadShapes, ShapeFit};
 pub use pending::{PendingRequests, RequestHandle, RequestId};
 pub use router::{IdStyle, Routed, Router, RouterConfig, TimedOut};
 pub use rules::{Condition, RouteRules, MAX_EXTRACT_KEYS};

@@ -178,10 +178,14 @@ impl Token {
     #[inline(always)]
     fn set_inline(&mut self, source: &[u8], range: Range<usize>) {
         self.len = range.len();
-        match source
-            .get(range.start..)
-            .and_then(<[u8]>::first_chunk::<INLINE>)
-        {
+        // `INLINE` bytes from the start, when the source has them: one compare where the
+        // start is known to be small (a fitted shape's plan holds it in 32 bits).
+        let block = range
+            .start
+            .checked_add(INLINE)
+            .and_then(|end| source.get(range.start..end))
+            .and_then(|block| <&[u8; INLINE]>::try_from(block).ok());
+        match block {
             Some(block) => self.inline = *block,
             None => self.inline[..range.len()].copy_from_slice(&source[range]),
         }

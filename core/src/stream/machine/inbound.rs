@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::line_plan::LinePlan;
 use super::{Feed, Stream};
 use crate::offer::Offered;
-use crate::route::{ByShape, Classifier, HeadShapes, RequestId, Routed, ShapeFit, Verdict};
+use crate::route::{ByShape, Classifier, Fitted, HeadShapes, RequestId, Routed, ShapeFit, Verdict};
 use crate::stream::clocks::Clocks;
 use crate::stream::config::Profile;
 use crate::stream::connection::{ConnEvent, Connection};
@@ -285,8 +285,8 @@ fn plain_by_shape<const PREFILTER: bool>(
         classifier.verdict_by_shape_alone(payload, shapes, &mut learned)
     };
     let verdict = match by_shape {
-        ByShape::Fitted(slot) => {
-            let plan = match shapes.memo(slot) {
+        ByShape::Fitted(Fitted { slot, memo }) => {
+            let plan = match memo {
                 Some(word) => LinePlan::from_word(word),
                 None => first_plan(shapes.fitted_with_memo(slot), payload),
             };

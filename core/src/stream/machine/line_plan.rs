@@ -110,12 +110,12 @@ mod tests {
         let mut shapes = HeadShapes::default();
         classifier.verdict_by_shape(head, &mut shapes);
         let mut learned = None;
-        let crate::route::ByShape::Fitted(slot) =
+        let crate::route::ByShape::Fitted(fitted) =
             classifier.verdict_by_shape_in(head, &mut shapes, &mut learned)
         else {
             panic!("the head fits its own shape");
         };
-        LinePlan::of(&shapes.fitted_with_memo(slot), head)
+        LinePlan::of(&shapes.fitted_with_memo(fitted.slot), head)
     }
 
     #[test]
