@@ -767,21 +767,24 @@ mod tests {
 
     #[test]
     fn a_layout_is_checked_past_scan_len_but_the_end_within_it() {
-        // The walk ends at `pt`'s value, whitespace after it, and `scan_len` cuts the head
-        // inside that whitespace, before a comma or not: the layouts, which read the
-        // payload, and the end check, which reads the cut head, give the verdicts of the
-        // full walk of the cut head.
-        let learned = br#"{"op":"mcm","id":2,"clk":"AB","pt":17      }"#;
+        // The walk ends at `pt`'s value with a space after it, so a fitting layout leaves the
+        // end to `ends_fit`: a comma after the whitespace means more pairs (a `ct` that makes
+        // a heartbeat), but only within the head the rules see, cut at `scan_len` (60) —
+        // the layout itself reads the payload.
         let mut rules = RouteRules::betfair();
-        rules.scan_len = learned.len() - 3;
+        rules.scan_len = 60;
         let classifier = Classifier::new(rules);
         let mut shapes = HeadShapes::default();
+        let far = format!(
+            r#"{{"op":"mcm","id":2,"clk":"AE","pt":20{},"ct":"HEARTBEAT"}}"#,
+            " ".repeat(30)
+        );
         for head in [
-            &learned[..],
-            br#"{"op":"mcm","id":2,"clk":"AC","pt":18      }"#,
-            br#"{"op":"mcm","id":2,"clk":"AD","pt":19     ,"mc":[]}"#,
-            br#"{"op":"mcm","id":2,"clk":"AE","pt":20  ,"mc":[]}"#,
-            br#"{"op":"mcm","id":2,"clk":"AF","pt":21      }"#,
+            &br#"{"op":"mcm","id":2,"clk":"AB","pt":17 }"#[..],
+            br#"{"op":"mcm","id":2,"clk":"AC","pt":18 }"#,
+            br#"{"op":"mcm","id":2,"clk":"AD","pt":19 ,"ct":"HEARTBEAT"}"#,
+            far.as_bytes(),
+            br#"{"op":"mcm","id":2,"clk":"AF","pt":21 }"#,
         ] {
             assert_eq!(
                 classifier.verdict_by_shape(head, &mut shapes),
@@ -790,6 +793,7 @@ mod tests {
                 String::from_utf8_lossy(head)
             );
         }
+        assert!(shapes.slots[0].layout_fits(br#"{"op":"mcm","id":2,"clk":"AG","pt":22 }"#, 60));
     }
 
     #[test]
