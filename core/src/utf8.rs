@@ -1,17 +1,21 @@
 //! UTF-8 validation of text messages, whole or arriving in pieces (across reads and across
-//! fragments): an ASCII check first (AVX2 vectors where the CPU has them), simdutf8 for what
-//! is not ASCII. Each byte is read once, except that a stride (256 bytes) with a byte ≥ 0x80 is
-//! read again by simdutf8, that up to 3 bytes of a character split between pieces are carried and
-//! checked when the character completes, and that a piece the fast validator rejects (it ends
-//! inside a character, or holds invalid bytes) is read again by the one that says where.
+//! fragments): an ASCII check first (AVX-512 or AVX2 vectors where the CPU has them), simdutf8
+//! for what is not ASCII. Each byte is read once, except that a stride (256 or 512 bytes) with a
+//! byte ≥ 0x80 is read again by simdutf8, that up to 3 bytes of a character split between pieces
+//! are carried and checked when the character completes, and that a piece the fast validator
+//! rejects (it ends inside a character, or holds invalid bytes) is read again by the one that
+//! says where.
 
 /// Whether `bytes` is valid UTF-8, as one whole message. Market data is nearly all ASCII, and
 /// whether bytes are ASCII is one OR a vector of them, at the speed they load: cheaper than
 /// simdutf8, whose blocks carry the state of a character across them (per message, each read
-/// from a buffer of them, `cargo bench -p feedwire-core --bench utf8`: 1 KB 11.1 vs 15.9 ns,
-/// 9 KB 86 vs 106 ns, 454 KB 4.4 vs 4.9 µs). So an ASCII check goes first (see
+/// from a buffer of them, `cargo bench -p feedwire-core --bench utf8`, in AVX2 vectors on an
+/// AMD EPYC: 1 KB 11.1 vs 15.9 ns, 9 KB 86 vs 106 ns, 454 KB 4.4 vs 4.9 µs; in AVX-512 vectors
+/// on a Xeon: 1 KB 9.2 vs 15.7 ns, 9 KB 88 vs 125 ns). So an ASCII check goes first (see
 /// [`ascii_prefix`]) and simdutf8 validates only what it leaves: text that is not ASCII reads
-/// up to one [`ASCII_STRIDE`] twice (1 KB with a `€` first 21 vs 24 ns, last 33 vs 27 ns).
+/// up to one stride twice (1 KB with a `€` first 21 vs 24 ns, last 33 vs 27 ns on the EPYC;
+/// on the Xeon, whose simdutf8 is faster than the ASCII check and simdutf8 together there,
+/// 20 vs 17 ns and, in the longer stride, 22.5 vs 18.5 — 20.4 in AVX2 strides).
 #[inline(always)]
 pub(crate) fn is_valid(bytes: &[u8]) -> bool {
     let ascii = ascii_prefix(bytes);
@@ -22,14 +26,23 @@ pub(crate) fn is_valid(bytes: &[u8]) -> bool {
 /// makes simdutf8 read again at most this much, and the question (one mask and branch per
 /// 8 loads) costs ASCII nothing measurable.
 #[cfg(target_arch = "x86_64")]
-const ASCII_STRIDE: usize = 256;
+const AVX2_STRIDE: usize = 256;
+
+/// Bytes the AVX-512 check reads before it asks whether to go on (8 vectors of 64 bytes,
+/// which LLVM ORs three at a time with `vpternlogq`). Against 32-byte vectors in 256-byte
+/// strides on an AVX-512 Xeon, per message from a 256 KiB buffer of them: 310 B 3.6 vs
+/// 4.1 ns, 1 KB 8.7 vs 11.0, 9 KB 81 vs 98, 454 KB 4.2 vs 4.9 µs; in 1,024-byte strides 9 KB
+/// and 454 KB gained 6-8% more and 1 KB lost what it had gained (its bytes all in the tail).
+#[cfg(target_arch = "x86_64")]
+const AVX512_STRIDE: usize = 512;
 
 /// Length of a prefix of `bytes` known to be ASCII: all of `bytes`, or where the part
 /// simdutf8 must read starts (always on a character boundary, every byte before it being
 /// ASCII). Below [`VECTORS_FROM`] bytes the check is in 16-byte SSE2 vectors, inline
-/// ([`crate::vector::is_ascii`]). From there, where the CPU has AVX2, in 32-byte vectors,
-/// [`ASCII_STRIDE`] bytes at a time: the prefix is the strides before the first that holds a
-/// byte ≥ 0x80. Without AVX2 the inline check pays up to [`INLINE_UP_TO`] bytes; beyond,
+/// ([`crate::vector::is_ascii`]). From there, where the CPU has AVX-512 (BW), in 64-byte
+/// vectors, [`AVX512_STRIDE`] bytes at a time; else where it has AVX2, in 32-byte vectors,
+/// [`AVX2_STRIDE`] bytes at a time: the prefix is the strides before the first that holds a
+/// byte ≥ 0x80. Without either the inline check pays up to [`INLINE_UP_TO`] bytes; beyond,
 /// simdutf8 alone is as fast (1 KB 13.8 vs 14.4 ns, measured with the former check in 8-byte
 /// words) or faster (9 KB 80 vs 125 ns), so the prefix is empty.
 #[inline(always)]
@@ -42,20 +55,28 @@ fn ascii_prefix(bytes: &[u8]) -> usize {
         };
     }
     #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512bw") {
+        // SAFETY: the one requirement of calling a function compiled for AVX-512 (F and BW)
+        // is a CPU that has it; BW implies F, and the line above asked the CPU (the answer
+        // is cached after the first).
+        #[allow(unsafe_code)]
+        return unsafe { ascii_prefix_avx512(bytes) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the one requirement of calling a function compiled for AVX2 is a CPU that
         // has it, and the line above asked the CPU (the answer is cached after the first).
         #[allow(unsafe_code)]
         return unsafe { ascii_prefix_avx2(bytes) };
     }
-    ascii_prefix_without_avx2(bytes)
+    ascii_prefix_without_vectors(bytes)
 }
 
-/// [`ascii_prefix`] of `bytes` (at least [`VECTORS_FROM`] long) where the CPU has no AVX2:
-/// all of it when it is ASCII and no longer than [`INLINE_UP_TO`], else empty. A function of
-/// its own so that a machine with AVX2 tests it too.
+/// [`ascii_prefix`] of `bytes` (at least [`VECTORS_FROM`] long) where the CPU has neither
+/// AVX2 nor AVX-512: all of it when it is ASCII and no longer than [`INLINE_UP_TO`], else
+/// empty. A function of its own so that a machine with them tests it too.
 #[inline(always)]
-fn ascii_prefix_without_avx2(bytes: &[u8]) -> usize {
+fn ascii_prefix_without_vectors(bytes: &[u8]) -> usize {
     if bytes.len() <= INLINE_UP_TO && crate::vector::is_ascii(bytes) {
         bytes.len()
     } else {
@@ -67,14 +88,14 @@ fn ascii_prefix_without_avx2(bytes: &[u8]) -> usize {
 /// (measured against the former word check: 190 B in words 4.3 ns, in vectors 4.6; 310 B
 /// 5.4-8.4 vs 3.0-3.5). The SSE2 check that replaced the words: 190 B 3.3 vs 3.75 ns
 /// (`--bench utf8`), 21 instructions a message fewer; a whole stream's message took the same
-/// time (`in_memory small_aggtrade`, 26.6 ns both).
+/// time (`in_memory small_aggtrade`, 26.6 ns both). The AVX-512 check starts there too.
 const VECTORS_FROM: usize = 256;
 
-/// Longest input (bytes) checked inline when the AVX2 check does not take it.
+/// Longest input (bytes) checked inline when no vector check takes it.
 const INLINE_UP_TO: usize = 512;
 
-/// [`ascii_prefix`] in 32-byte vectors, [`ASCII_STRIDE`] bytes at a time; `bytes` is at
-/// least [`VECTORS_FROM`] long.
+/// [`ascii_prefix`] in 32-byte vectors, [`AVX2_STRIDE`] bytes at a time; `bytes` is at
+/// least [`VECTORS_FROM`] long. A machine with AVX-512 runs it only in tests.
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -82,39 +103,55 @@ const INLINE_UP_TO: usize = 512;
 #[target_feature(enable = "avx2")]
 #[allow(unsafe_code)]
 unsafe fn ascii_prefix_avx2(bytes: &[u8]) -> usize {
-    let mut strides = bytes.chunks_exact(ASCII_STRIDE);
+    ascii_prefix_in_strides::<32, AVX2_STRIDE>(bytes)
+}
+
+/// [`ascii_prefix`] in 64-byte vectors, [`AVX512_STRIDE`] bytes at a time; `bytes` is at
+/// least [`VECTORS_FROM`] long.
+///
+/// # Safety
+/// The CPU must support AVX-512 F and BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+#[allow(unsafe_code)]
+unsafe fn ascii_prefix_avx512(bytes: &[u8]) -> usize {
+    ascii_prefix_in_strides::<64, AVX512_STRIDE>(bytes)
+}
+
+/// [`ascii_prefix`] in `VECTOR`-byte vectors, `STRIDE` bytes at a time; `bytes` is at least
+/// `VECTOR` long. Inlined into a function compiled for the vectors' instruction set.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn ascii_prefix_in_strides<const VECTOR: usize, const STRIDE: usize>(bytes: &[u8]) -> usize {
+    let mut strides = bytes.chunks_exact(STRIDE);
     let mut ascii = 0;
     for stride in strides.by_ref() {
-        if !is_ascii_vectors(stride) {
+        if !is_ascii_vectors::<VECTOR>(stride) {
             return ascii;
         }
-        ascii += ASCII_STRIDE;
+        ascii += STRIDE;
     }
     // The rest as whole vectors, the last overlapping bytes already known to be ASCII when
     // the rest is shorter than one.
     let rest = strides.remainder().len();
-    if rest == 0 || is_ascii_vectors(&bytes[bytes.len() - rest.max(VECTOR)..]) {
+    if rest == 0 || is_ascii_vectors::<VECTOR>(&bytes[bytes.len() - rest.max(VECTOR)..]) {
         bytes.len()
     } else {
         ascii
     }
 }
 
-/// Bytes in one vector of the AVX2 check.
-#[cfg(target_arch = "x86_64")]
-const VECTOR: usize = 32;
-
-/// Whether `bytes` (at least [`VECTOR`] long) is ASCII: each 32 bytes are ORed lane by lane
-/// into an accumulator that LLVM keeps in one register (in a function compiled for AVX2: one
-/// load and OR each), the tail as 32 more that overlap the last whole ones, and one
-/// sign-bit mask says the rest.
+/// Whether `bytes` (at least `VECTOR` long) is ASCII: each `VECTOR` bytes are ORed lane by
+/// lane into an accumulator that LLVM keeps in one register (in a function compiled for AVX2
+/// or AVX-512: one load and OR each), the tail as `VECTOR` more that overlap the last whole
+/// ones, and one sign-bit mask says the rest.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(
     clippy::needless_range_loop,
     reason = "indexed, LLVM keeps the accumulator in one register; zipped, it measured 1.5x slower"
 )]
-fn is_ascii_vectors(bytes: &[u8]) -> bool {
+fn is_ascii_vectors<const VECTOR: usize>(bytes: &[u8]) -> bool {
     let mut acc = [0u8; VECTOR];
     let mut vectors = bytes.chunks_exact(VECTOR);
     for vector in vectors.by_ref() {
@@ -226,16 +263,71 @@ mod tests {
         s.finish()
     }
 
+    /// A vector check this CPU can run: its name, the check, its stride (bytes).
+    type VectorCheck = (&'static str, fn(&[u8]) -> usize, usize);
+
+    /// Every vector check this CPU can run, not only the one [`ascii_prefix`] picks (a
+    /// machine with AVX-512 tests the AVX2 check too).
+    fn vector_checks() -> Vec<VectorCheck> {
+        #[allow(unused_mut)]
+        let mut checks: Vec<VectorCheck> = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: pushed only where the CPU has AVX2 (asked on the line above).
+                #[allow(unsafe_code)]
+                let avx2: fn(&[u8]) -> usize = |b| unsafe { ascii_prefix_avx2(b) };
+                checks.push(("avx2", avx2, AVX2_STRIDE));
+            }
+            if std::is_x86_feature_detected!("avx512bw") {
+                // SAFETY: pushed only where the CPU has AVX-512 BW (asked on the line above).
+                #[allow(unsafe_code)]
+                let avx512: fn(&[u8]) -> usize = |b| unsafe { ascii_prefix_avx512(b) };
+                checks.push(("avx512", avx512, AVX512_STRIDE));
+            }
+        }
+        checks
+    }
+
+    /// The stride [`ascii_prefix`] takes `len` bytes in, if it takes them in vectors.
+    fn stride(len: usize) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if len >= VECTORS_FROM {
+            if std::is_x86_feature_detected!("avx512bw") {
+                return Some(AVX512_STRIDE);
+            }
+            if std::is_x86_feature_detected!("avx2") {
+                return Some(AVX2_STRIDE);
+            }
+        }
+        let _ = len;
+        None
+    }
+
+    /// Whether [`ascii_prefix`] checks `len` bytes itself rather than leave them to simdutf8.
+    fn prefix_checks(len: usize) -> bool {
+        stride(len).is_some() || len <= INLINE_UP_TO
+    }
+
+    /// The ASCII prefix [`ascii_prefix`] reports for `len` bytes whose first byte ≥ 0x80 is
+    /// at `at`: the whole strides before it in a vector check, else nothing.
+    fn prefix_before(at: usize, len: usize) -> usize {
+        stride(len).map_or(0, |s| at / s * s)
+    }
+
     #[test]
     fn whole_message_check_finds_a_high_byte_at_every_position() {
         // Lengths around every width the checks switch at: the byte loop, 16-byte vectors,
-        // 64-byte blocks and their overlapping tail, the AVX2 check (where the CPU has it;
-        // the inline and AVX2 checks are asserted at every length on their own too).
+        // 64-byte blocks and their overlapping tail, the vector checks and their strides
+        // (where the CPU has them; the inline check and each vector check are asserted at
+        // every length on their own too).
         let lengths = (0..=100)
             .chain([127, 128, 129, 190])
             .chain(250..=260)
             .chain(510..=514)
-            .chain([1010]);
+            .chain([1010])
+            .chain(1022..=1026);
+        let checks = vector_checks();
         for len in lengths {
             let ascii = vec![b'a'; len];
             assert!(is_valid(&ascii), "{len}");
@@ -243,10 +335,19 @@ mod tests {
             assert_eq!(ascii_prefix(&ascii), checked, "{len}");
             assert!(crate::vector::is_ascii(&ascii), "{len}");
             let inline = if len <= INLINE_UP_TO { len } else { 0 };
-            assert_eq!(ascii_prefix_without_avx2(&ascii), inline, "{len}");
+            assert_eq!(ascii_prefix_without_vectors(&ascii), inline, "{len}");
+            let vectors = |n: usize| len >= VECTORS_FROM.max(n);
             #[cfg(target_arch = "x86_64")]
-            if len >= VECTOR {
-                assert!(is_ascii_vectors(&ascii), "{len}");
+            {
+                if vectors(32) {
+                    assert!(is_ascii_vectors::<32>(&ascii), "{len}");
+                }
+                if vectors(64) {
+                    assert!(is_ascii_vectors::<64>(&ascii), "{len}");
+                }
+            }
+            for &(name, check, _) in checks.iter().filter(|_| vectors(0)) {
+                assert_eq!(check(&ascii), len, "{name}: {len}");
             }
             for at in 0..len {
                 let mut bad = ascii.clone();
@@ -264,15 +365,28 @@ mod tests {
                     prefix_before(at, len),
                     "0x80 at {at} of {len}"
                 );
+                for &(name, check, stride) in checks.iter().filter(|_| vectors(0)) {
+                    let what = format!("{name}: 0x80 at {at} of {len}");
+                    assert_eq!(check(&high), at / stride * stride, "{what}");
+                }
                 #[cfg(target_arch = "x86_64")]
-                if len >= VECTOR {
-                    assert!(!is_ascii_vectors(&high), "0x80 at {at} of {len}");
+                {
+                    if vectors(32) {
+                        assert!(!is_ascii_vectors::<32>(&high), "0x80 at {at} of {len}");
+                    }
+                    if vectors(64) {
+                        assert!(!is_ascii_vectors::<64>(&high), "0x80 at {at} of {len}");
+                    }
                 }
                 assert!(!crate::vector::is_ascii(&high), "0x80 at {at} of {len}");
-                assert_eq!(ascii_prefix_without_avx2(&high), 0, "0x80 at {at} of {len}");
-                // Two high bytes in the same lane of two vectors (16 or 32 bytes apart) or
-                // blocks: the checks gather with OR, under which nothing cancels.
-                for gap in [8, 16, 32, 64] {
+                assert_eq!(
+                    ascii_prefix_without_vectors(&high),
+                    0,
+                    "0x80 at {at} of {len}"
+                );
+                // Two high bytes in the same lane of two vectors (16, 32 or 64 bytes apart)
+                // or blocks: the checks gather with OR, under which nothing cancels.
+                for gap in [8, 16, 32, 64, 128] {
                     if at + gap < len {
                         let mut pair = high.clone();
                         pair[at + gap] = 0x80;
@@ -280,8 +394,16 @@ mod tests {
                         assert!(!is_valid(&pair), "{what}");
                         assert!(!crate::vector::is_ascii(&pair), "{what}");
                         #[cfg(target_arch = "x86_64")]
-                        if len >= VECTOR {
-                            assert!(!is_ascii_vectors(&pair), "{what}");
+                        {
+                            if vectors(32) {
+                                assert!(!is_ascii_vectors::<32>(&pair), "{what}");
+                            }
+                            if vectors(64) {
+                                assert!(!is_ascii_vectors::<64>(&pair), "{what}");
+                            }
+                        }
+                        for &(name, check, stride) in checks.iter().filter(|_| vectors(0)) {
+                            assert_eq!(check(&pair), at / stride * stride, "{name}: {what}");
                         }
                     }
                 }
@@ -294,68 +416,55 @@ mod tests {
         }
     }
 
-    /// Whether [`ascii_prefix`] checks `len` bytes itself rather than leave them to simdutf8.
-    fn prefix_checks(len: usize) -> bool {
-        strides(len) || len <= INLINE_UP_TO
-    }
-
-    /// Whether [`ascii_prefix`] takes `len` bytes in AVX2 strides.
-    fn strides(len: usize) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if len >= VECTORS_FROM && std::is_x86_feature_detected!("avx2") {
-            return true;
-        }
-        let _ = len;
-        false
-    }
-
-    /// The ASCII prefix [`ascii_prefix`] reports for `len` bytes whose first byte ≥ 0x80 is
-    /// at `at`: the whole strides before it in the AVX2 check, else nothing.
-    fn prefix_before(at: usize, len: usize) -> usize {
-        #[cfg(target_arch = "x86_64")]
-        if strides(len) {
-            return at / ASCII_STRIDE * ASCII_STRIDE;
-        }
-        let _ = at;
-        0
-    }
-
     #[test]
-    #[cfg(target_arch = "x86_64")]
     fn text_that_is_not_ascii_is_validated_from_its_first_stride_that_is_not() {
-        // Without AVX2 the prefix is empty beyond 512 bytes; validity must not change.
-        let avx2 = std::is_x86_feature_detected!("avx2");
-        let prefix = |n: usize| if avx2 { n } else { 0 };
         let euro = "€".as_bytes();
-        const S: usize = ASCII_STRIDE;
-        let mut text = vec![b'a'; 30 * S];
-        // A character across the first stride boundary: the second stride starts inside it.
-        text[S - 1..S + 2].copy_from_slice(euro);
+        // Each vector check on its own strides, then whichever `ascii_prefix` picks (none
+        // beyond 512 bytes without AVX2: the prefix is empty there, validity the same).
+        for (name, check, s) in vector_checks() {
+            let mut text = vec![b'a'; 30 * s];
+            // A character across the first stride boundary: the second stride starts in it.
+            text[s - 1..s + 2].copy_from_slice(euro);
+            assert_eq!(check(&text), 0, "{name}");
+            // Across the 20th boundary: 19 strides are ASCII, simdutf8 starts at the 20th.
+            let mut text = vec![b'a'; 30 * s];
+            text[20 * s - 1..20 * s + 2].copy_from_slice(euro);
+            assert_eq!(check(&text), 19 * s, "{name}");
+            // An ASCII message is one prefix, whatever its length; a rest shorter than a
+            // vector is checked as the last vector, overlapping the stride before.
+            for tail in [1, 5, 31, 32, 33, 63, 64, 65, 255, s - 1] {
+                let mut text = vec![b'x'; 2 * s + tail];
+                assert_eq!(check(&text), text.len(), "{name}: tail {tail}");
+                *text.last_mut().expect("not empty") = 0x80;
+                assert_eq!(check(&text), 2 * s, "{name}: tail {tail}");
+            }
+        }
+        let s = stride(VECTORS_FROM).unwrap_or(256);
+        let prefix = |n: usize| if stride(n).is_some() { n } else { 0 };
+        let mut text = vec![b'a'; 30 * s];
+        text[s - 1..s + 2].copy_from_slice(euro);
         assert_eq!(ascii_prefix(&text), 0);
         assert!(is_valid(&text));
-        // Across the 20th boundary: 19 strides are ASCII, simdutf8 starts at the 20th.
-        let mut text = vec![b'a'; 30 * S];
-        text[20 * S - 1..20 * S + 2].copy_from_slice(euro);
-        assert_eq!(ascii_prefix(&text), prefix(19 * S));
+        let mut text = vec![b'a'; 30 * s];
+        text[20 * s - 1..20 * s + 2].copy_from_slice(euro);
+        assert_eq!(ascii_prefix(&text), prefix(19 * s));
         assert!(is_valid(&text));
         // Invalid after valid text that is not ASCII, strides later.
-        text[30 * S - 1] = 0xFF;
+        text[30 * s - 1] = 0xFF;
         assert!(!is_valid(&text));
-        // An ASCII message is one prefix, whatever its length; a rest shorter than a vector is
-        // checked as the last vector, overlapping the stride before.
         for tail in [1, 5, 31, 32, 33, 255] {
-            let mut text = vec![b'x'; 2 * S + tail];
+            let mut text = vec![b'x'; 2 * s + tail];
             assert_eq!(ascii_prefix(&text), prefix(text.len()), "tail {tail}");
             assert!(is_valid(&text), "tail {tail}");
             *text.last_mut().expect("not empty") = 0x80;
-            assert_eq!(ascii_prefix(&text), prefix(2 * S), "tail {tail}");
+            assert_eq!(ascii_prefix(&text), prefix(2 * s), "tail {tail}");
             assert!(!is_valid(&text), "tail {tail}");
         }
     }
 
     #[test]
     fn a_long_ascii_piece_that_ends_inside_a_character_carries_it() {
-        // Long enough for the AVX2 check where the CPU has it.
+        // Long enough for a vector check where the CPU has one.
         let mut piece = vec![b'a'; 300];
         piece.extend_from_slice(&"€".as_bytes()[..2]);
         let mut s = Utf8Stream::default();
