@@ -251,7 +251,32 @@ impl WebSocketClient {
     /// or queued, and a taken message skips the event queue.
     pub(crate) fn handle_read_offering(&mut self, n: usize, take: &mut impl Take) {
         self.rb.commit(n);
-        self.process(take);
+        if !self.took_whole_read(take) {
+            self.process(take);
+        }
+    }
+
+    /// The fast lane alone, for a read that starts and ends on frame boundaries and holds
+    /// only complete data frames (a stream that keeps up: a paced stream's every read);
+    /// whether it took the whole read. Anything else is left to [`process`](Self::process),
+    /// whose general paths, inlined with the lane, make every call set up and spill the
+    /// addresses they use: a paced read of one 0.2 KB message cost 224 instructions there,
+    /// 198 here (callgrind). A function of its own so that `process`, where a busy stream's
+    /// reads go (a read that ends inside a frame leaves the next one to the general decoder
+    /// first), compiles as before.
+    #[inline(never)]
+    fn took_whole_read(&mut self, take: &mut impl Take) -> bool {
+        if !(matches!(self.phase, Phase::Open) && self.events.is_empty() && self.decoder.is_idle())
+        {
+            return false;
+        }
+        self.take_simple_frames(take);
+        if !self.rb.filled().is_empty() {
+            return false;
+        }
+        // As `process_frames` does when the lane took every byte.
+        self.rb.set_frame_hint(0);
+        true
     }
 
     /// Feeds bytes the caller already holds, as if read in pieces of at most
@@ -801,5 +826,75 @@ fn data_opcode(kind: MessageKind) -> Opcode {
     match kind {
         MessageKind::Text => Opcode::Text,
         MessageKind::Binary => Opcode::Binary,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offer::Lent;
+    use crate::testing::{accept_response, server_frame};
+
+    fn open() -> WebSocketClient {
+        let mut ws = WebSocketClient::new("ws://127.0.0.1:9/s", WsConfig::default(), [7; 32])
+            .expect("valid config");
+        let mut request = Vec::new();
+        while let Some(chunk) = ws.poll_transmit() {
+            request.extend_from_slice(&chunk);
+        }
+        ws.handle_input(&accept_response(&request));
+        assert!(matches!(ws.poll_event(), Some(Event::Opened(_))));
+        ws
+    }
+
+    /// Reads `bytes` in offering reads (as many as the reads' sizes take) to a taker that
+    /// lends; what it was lent.
+    fn offer_read(ws: &mut WebSocketClient, mut bytes: &[u8]) -> Vec<Vec<u8>> {
+        let mut lent = Vec::new();
+        while !bytes.is_empty() {
+            let buf = ws.read_buf();
+            let n = buf.len().min(bytes.len());
+            buf[..n].copy_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            ws.handle_read_offering(
+                n,
+                &mut Lent(|payload: &[u8], _| {
+                    lent.push(payload.to_vec());
+                    true
+                }),
+            );
+        }
+        lent
+    }
+
+    #[test]
+    fn a_read_of_whole_data_frames_is_lent_but_never_ahead_of_a_queued_event() {
+        let mut ws = open();
+        // A read of whole data frames (a stream that keeps up): all lent, nothing queued.
+        let two = [server_frame(true, 1, b"a"), server_frame(true, 1, b"b")].concat();
+        assert_eq!(offer_read(&mut ws, &two), [b"a".to_vec(), b"b".to_vec()]);
+        assert!(ws.poll_event().is_none());
+        // A ping's event, left unpolled: the next read's data queues behind it, in order.
+        ws.handle_input(&server_frame(true, 9, b"p"));
+        assert!(offer_read(&mut ws, &server_frame(true, 1, b"c")).is_empty());
+        assert!(matches!(ws.poll_event(), Some(Event::Ping(p)) if p[..] == b"p"[..]));
+        assert!(matches!(ws.poll_event(), Some(Event::Message(m)) if m.payload[..] == b"c"[..]));
+        assert!(ws.poll_event().is_none());
+        // A frame cut by the read: the rest arrives with a whole frame behind it.
+        let cut = [server_frame(true, 1, b"dd"), server_frame(true, 1, b"e")].concat();
+        assert_eq!(offer_read(&mut ws, &cut[..3]), Vec::<Vec<u8>>::new());
+        assert_eq!(
+            offer_read(&mut ws, &cut[3..]),
+            [b"dd".to_vec(), b"e".to_vec()]
+        );
+        assert!(ws.poll_event().is_none());
+        // A frame larger than a read, whose header the general decoder holds: the read that
+        // ends it starts inside its payload, which the fast lane must not take for a header.
+        let big = vec![b'x'; 300_000];
+        let frames = [server_frame(true, 1, &big), server_frame(true, 1, b"f")].concat();
+        let lent = offer_read(&mut ws, &frames);
+        assert_eq!(lent.len(), 2);
+        assert!(lent[0] == big && lent[1] == b"f");
+        assert!(ws.poll_event().is_none());
     }
 }
