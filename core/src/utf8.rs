@@ -55,21 +55,62 @@ fn ascii_prefix(bytes: &[u8]) -> usize {
         };
     }
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512bw") {
-        // SAFETY: the one requirement of calling a function compiled for AVX-512 (F and BW)
-        // is a CPU that has it; BW implies F, and the line above asked the CPU (the answer
-        // is cached after the first).
+    match vectors() {
+        // SAFETY: the one requirement of calling a function compiled for AVX-512 F and BW is
+        // a CPU that has both, and `vectors` says `Avx512` only where the CPU said so.
         #[allow(unsafe_code)]
-        return unsafe { ascii_prefix_avx512(bytes) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the one requirement of calling a function compiled for AVX2 is a CPU that
-        // has it, and the line above asked the CPU (the answer is cached after the first).
+        Vectors::Avx512 => return unsafe { ascii_prefix_avx512(bytes) },
+        // SAFETY: the same, for AVX2: `vectors` says `Avx2` only where the CPU has it.
         #[allow(unsafe_code)]
-        return unsafe { ascii_prefix_avx2(bytes) };
+        Vectors::Avx2 => return unsafe { ascii_prefix_avx2(bytes) },
+        Vectors::None => {}
     }
     ascii_prefix_without_vectors(bytes)
+}
+
+/// The widest vector check this CPU runs.
+#[cfg(target_arch = "x86_64")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Vectors {
+    None = 1,
+    Avx2 = 2,
+    Avx512 = 3,
+}
+
+/// [`Vectors`] of this CPU as its `u8`, 0 until first asked. One relaxed load a message: the
+/// CPU's answers through `is_x86_feature_detected!`, one check a feature, cost two of them a
+/// message on a CPU with AVX-512 (it needs F and BW) and two on one without that falls back
+/// to AVX2 (7 instructions a message of 0.3-9 KB under callgrind, which hides AVX-512).
+#[cfg(target_arch = "x86_64")]
+static VECTORS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The widest vector check this CPU runs (asked once; a race asks twice, same answer).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn vectors() -> Vectors {
+    match VECTORS.load(std::sync::atomic::Ordering::Relaxed) {
+        3 => Vectors::Avx512,
+        2 => Vectors::Avx2,
+        1 => Vectors::None,
+        _ => detect_vectors(),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[cold]
+#[inline(never)]
+fn detect_vectors() -> Vectors {
+    let found =
+        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw") {
+            Vectors::Avx512
+        } else if std::is_x86_feature_detected!("avx2") {
+            Vectors::Avx2
+        } else {
+            Vectors::None
+        };
+    VECTORS.store(found as u8, std::sync::atomic::Ordering::Relaxed);
+    found
 }
 
 /// [`ascii_prefix`] of `bytes` (at least [`VECTORS_FROM`] long) where the CPU has neither
@@ -279,8 +320,9 @@ mod tests {
                 let avx2: fn(&[u8]) -> usize = |b| unsafe { ascii_prefix_avx2(b) };
                 checks.push(("avx2", avx2, AVX2_STRIDE));
             }
-            if std::is_x86_feature_detected!("avx512bw") {
-                // SAFETY: pushed only where the CPU has AVX-512 BW (asked on the line above).
+            if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
+            {
+                // SAFETY: pushed only where the CPU has AVX-512 F and BW (asked just above).
                 #[allow(unsafe_code)]
                 let avx512: fn(&[u8]) -> usize = |b| unsafe { ascii_prefix_avx512(b) };
                 checks.push(("avx512", avx512, AVX512_STRIDE));
@@ -293,7 +335,8 @@ mod tests {
     fn stride(len: usize) -> Option<usize> {
         #[cfg(target_arch = "x86_64")]
         if len >= VECTORS_FROM {
-            if std::is_x86_feature_detected!("avx512bw") {
+            if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
+            {
                 return Some(AVX512_STRIDE);
             }
             if std::is_x86_feature_detected!("avx2") {
