@@ -89,10 +89,13 @@ static VECTORS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn vectors() -> Vectors {
+    const AVX512: u8 = Vectors::Avx512 as u8;
+    const AVX2: u8 = Vectors::Avx2 as u8;
+    const NONE: u8 = Vectors::None as u8;
     match VECTORS.load(std::sync::atomic::Ordering::Relaxed) {
-        3 => Vectors::Avx512,
-        2 => Vectors::Avx2,
-        1 => Vectors::None,
+        AVX512 => Vectors::Avx512,
+        AVX2 => Vectors::Avx2,
+        NONE => Vectors::None,
         _ => detect_vectors(),
     }
 }

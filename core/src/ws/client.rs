@@ -266,15 +266,22 @@ impl WebSocketClient {
     /// first), compiles as before.
     #[inline(never)]
     fn took_whole_read(&mut self, take: &mut impl Take) -> bool {
-        if !(matches!(self.phase, Phase::Open) && self.events.is_empty() && self.decoder.is_idle())
-        {
+        matches!(self.phase, Phase::Open) && self.lane_took_all(take)
+    }
+
+    /// The fast lane, where it may take messages (no event queued ahead of them, the decoder
+    /// between frames); whether it took every byte there was.
+    #[inline(always)]
+    fn lane_took_all(&mut self, take: &mut impl Take) -> bool {
+        if !(self.events.is_empty() && self.decoder.is_idle()) {
             return false;
         }
         self.take_simple_frames(take);
         if !self.rb.filled().is_empty() {
             return false;
         }
-        // As `process_frames` does when the lane took every byte.
+        // The idle decoder would find no header and report nothing, at more cost than the
+        // lane's.
         self.rb.set_frame_hint(0);
         true
     }
@@ -605,15 +612,8 @@ impl WebSocketClient {
     fn process_frames(&mut self, take: &mut impl Take) {
         loop {
             let lane_open = self.events.is_empty();
-            if lane_open && self.decoder.is_idle() {
-                self.take_simple_frames(take);
-                if self.rb.filled().is_empty() {
-                    // The lane took every byte (a paced stream's every read): the idle
-                    // decoder would find no header and report nothing, at more cost than
-                    // the lane's.
-                    self.rb.set_frame_hint(0);
-                    return;
-                }
+            if self.lane_took_all(take) {
+                return;
             }
             if !self.decode_general(take, lane_open) {
                 return;
