@@ -33,6 +33,7 @@ mod tls;
 mod transmit;
 mod utf8;
 mod vector;
+mod vector_width;
 mod write_queue;
 mod ws;
 
@@ -64,6 +65,7 @@ pub use tls::{
     default_tls_config, mozilla_roots, tls_config_with_roots, HandshakeOnly, LendingInput,
     PlaintextSink, StreamInput, TlsError, TlsFailure, TlsSession, HELD_PLAINTEXT_LIMIT,
 };
+pub use vector_width::{limit_vector_width, vector_width, VectorWidth};
 pub use write_queue::WriteQueue;
 pub use ws::{
     CloseFrame, CloseInitiator, Event, Handshake, Message, MessageKind, State, WebSocketClient,

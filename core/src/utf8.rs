@@ -41,12 +41,16 @@ const AVX512_STRIDE: usize = 512;
 /// ASCII). Below [`VECTORS_FROM`] bytes the check is in 16-byte SSE2 vectors, inline
 /// ([`crate::vector::is_ascii`]). From there, where the CPU has AVX-512 (BW), in 64-byte
 /// vectors, [`AVX512_STRIDE`] bytes at a time; else where it has AVX2, in 32-byte vectors,
-/// [`AVX2_STRIDE`] bytes at a time: the prefix is the strides before the first that holds a
-/// byte ≥ 0x80. Without either the inline check pays up to [`INLINE_UP_TO`] bytes; beyond,
+/// [`AVX2_STRIDE`] bytes at a time (either as far as [`crate::limit_vector_width`] allows):
+/// the prefix is the strides before the first that holds a byte ≥ 0x80. Without either the
+/// inline check pays up to [`INLINE_UP_TO`] bytes; beyond,
 /// simdutf8 alone is as fast (1 KB 13.8 vs 14.4 ns, measured with the former check in 8-byte
 /// words) or faster (9 KB 80 vs 125 ns), so the prefix is empty.
 #[inline(always)]
-fn ascii_prefix(bytes: &[u8]) -> usize {
+pub(crate) fn ascii_prefix(bytes: &[u8]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    use crate::vector_width::VectorWidth;
+
     if bytes.len() < VECTORS_FROM {
         return if crate::vector::is_ascii(bytes) {
             bytes.len()
@@ -55,65 +59,18 @@ fn ascii_prefix(bytes: &[u8]) -> usize {
         };
     }
     #[cfg(target_arch = "x86_64")]
-    match vectors() {
+    match crate::vector_width::vector_width() {
         // SAFETY: the one requirement of calling a function compiled for AVX-512 F and BW is
-        // a CPU that has both, and `vectors` says `Avx512` only where the CPU said so.
+        // a CPU that has both, and `vector_width` says `Bits512` only where the CPU said so
+        // (a cap only ever narrows it).
         #[allow(unsafe_code)]
-        Vectors::Avx512 => return unsafe { ascii_prefix_avx512(bytes) },
-        // SAFETY: the same, for AVX2: `vectors` says `Avx2` only where the CPU has it.
+        VectorWidth::Bits512 => return unsafe { ascii_prefix_avx512(bytes) },
+        // SAFETY: the same, for AVX2: `vector_width` says `Bits256` only where the CPU has it.
         #[allow(unsafe_code)]
-        Vectors::Avx2 => return unsafe { ascii_prefix_avx2(bytes) },
-        Vectors::None => {}
+        VectorWidth::Bits256 => return unsafe { ascii_prefix_avx2(bytes) },
+        _ => {}
     }
     ascii_prefix_without_vectors(bytes)
-}
-
-/// The widest vector check this CPU runs.
-#[cfg(target_arch = "x86_64")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum Vectors {
-    None = 1,
-    Avx2 = 2,
-    Avx512 = 3,
-}
-
-/// [`Vectors`] of this CPU as its `u8`, 0 until first asked. One relaxed load a message: the
-/// CPU's answers through `is_x86_feature_detected!`, one check a feature, cost two of them a
-/// message on a CPU with AVX-512 (it needs F and BW) and two on one without that falls back
-/// to AVX2 (7 instructions a message of 0.3-9 KB under callgrind, which hides AVX-512).
-#[cfg(target_arch = "x86_64")]
-static VECTORS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-
-/// The widest vector check this CPU runs (asked once; a race asks twice, same answer).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn vectors() -> Vectors {
-    const AVX512: u8 = Vectors::Avx512 as u8;
-    const AVX2: u8 = Vectors::Avx2 as u8;
-    const NONE: u8 = Vectors::None as u8;
-    match VECTORS.load(std::sync::atomic::Ordering::Relaxed) {
-        AVX512 => Vectors::Avx512,
-        AVX2 => Vectors::Avx2,
-        NONE => Vectors::None,
-        _ => detect_vectors(),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[cold]
-#[inline(never)]
-fn detect_vectors() -> Vectors {
-    let found =
-        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw") {
-            Vectors::Avx512
-        } else if std::is_x86_feature_detected!("avx2") {
-            Vectors::Avx2
-        } else {
-            Vectors::None
-        };
-    VECTORS.store(found as u8, std::sync::atomic::Ordering::Relaxed);
-    found
 }
 
 /// [`ascii_prefix`] of `bytes` (at least [`VECTORS_FROM`] long) where the CPU has neither
@@ -384,6 +341,7 @@ mod tests {
             assert_eq!(ascii_prefix_without_vectors(&ascii), inline, "{len}");
             // A vector check takes `VECTORS_FROM` bytes or more; `is_ascii_vectors` of a width
             // takes any input of at least that width (a stride's short rest is one).
+            #[cfg(target_arch = "x86_64")]
             let vectors = |width: usize| len >= width;
             let checked_in_vectors = len >= VECTORS_FROM;
             #[cfg(target_arch = "x86_64")]

@@ -20,7 +20,7 @@
 //! twice over is never set (see [`RecvLowWater`]).
 //!
 //! This crate holds one `setsockopt` and one `getsockopt` call, `unsafe` each; the only other
-//! `unsafe` in the workspace is core's call of its AVX2 ASCII check.
+//! `unsafe` in the workspace is core's calls of its AVX2 and AVX-512 ASCII checks.
 
 use std::io;
 
