@@ -58,7 +58,7 @@ impl Default for WsConfig {
 }
 
 /// Largest `max_read_size`, bytes: the read buffer is a block of twice the read size, and
-/// reads past a few MiB gain nothing (the README's measurements: 256 KiB beats 1 MiB).
+/// reads past a few MiB gain nothing (`bench/ANALYSIS.md`: 256 KiB beats 1 MiB).
 pub(crate) const MAX_READ_SIZE: usize = 1 << 30;
 
 impl WsConfig {
