@@ -1,10 +1,12 @@
 //! UTF-8 validation of text messages against the standard library's. The first byte puts an
 //! ASCII run in front of the text (0-8 KiB, so that the text crosses the vector and block
 //! boundaries of the ASCII check), the second says where the message splits into two pieces.
-//! Checks: the whole-message check and the streaming one agree with `std::str::from_utf8`.
+//! Checks: the whole-message check and the streaming one agree with `std::str::from_utf8`,
+//! in each vector width this CPU runs (AVX-512, AVX2, SSE2 with simdutf8), not only its widest.
 #![no_main]
 
 use feedwire_core::testing::TextValidator;
+use feedwire_core::{limit_vector_width, VectorWidth};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &[u8]| {
@@ -12,9 +14,12 @@ fuzz_target!(|input: &[u8]| {
     let mut message = vec![b'a'; usize::from(*pad) * 32];
     message.extend_from_slice(text);
     let expect = std::str::from_utf8(&message).is_ok();
-    assert_eq!(TextValidator::whole(&message), expect, "whole message");
     let split = message.len() * usize::from(*split) / 255;
-    let mut stream = TextValidator::default();
-    let streamed = stream.feed(&message[..split]) && stream.feed_last(&message[split..]);
-    assert_eq!(streamed, expect, "in two pieces split at {split}");
+    for cap in [VectorWidth::Bits512, VectorWidth::Bits256, VectorWidth::Bits128] {
+        let width = limit_vector_width(cap);
+        assert_eq!(TextValidator::whole(&message), expect, "whole message, {width:?}");
+        let mut stream = TextValidator::default();
+        let streamed = stream.feed(&message[..split]) && stream.feed_last(&message[split..]);
+        assert_eq!(streamed, expect, "in two pieces split at {split}, {width:?}");
+    }
 });
