@@ -320,6 +320,8 @@ mod tests {
 
     #[test]
     fn whole_message_check_finds_a_high_byte_at_every_position() {
+        // The prefixes asserted are the CPU's widest check's.
+        let _width = crate::vector_width::width_lock();
         // Lengths around every width the checks switch at: the byte loop, 16-byte vectors,
         // 64-byte blocks and their overlapping tail, the vector checks and their strides
         // (where the CPU has them; the inline check and each vector check are asserted at
@@ -425,6 +427,8 @@ mod tests {
 
     #[test]
     fn text_that_is_not_ascii_is_validated_from_its_first_stride_that_is_not() {
+        // The prefixes asserted are the CPU's widest check's.
+        let _width = crate::vector_width::width_lock();
         let euro = "€".as_bytes();
         // Each vector check on its own strides, then whichever `ascii_prefix` picks (none
         // beyond 512 bytes without AVX2: the prefix is empty there, validity the same).
