@@ -274,15 +274,17 @@ mod tests {
         let mut checks: Vec<VectorCheck> = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx2") {
-                // SAFETY: pushed only where the CPU has AVX2 (asked on the line above).
+            use crate::vector_width::{widest_of_cpu, VectorWidth};
+            if widest_of_cpu() >= VectorWidth::Bits256 {
+                // SAFETY: pushed only where the CPU has AVX2 (`widest_of_cpu` says `Bits256`
+                // or wider only then).
                 #[allow(unsafe_code)]
                 let avx2: fn(&[u8]) -> usize = |b| unsafe { ascii_prefix_avx2(b) };
                 checks.push(("avx2", avx2, AVX2_STRIDE));
             }
-            if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
-            {
-                // SAFETY: pushed only where the CPU has AVX-512 F and BW (asked just above).
+            if widest_of_cpu() == VectorWidth::Bits512 {
+                // SAFETY: pushed only where the CPU has AVX-512 F and BW (`widest_of_cpu`
+                // says `Bits512` only then).
                 #[allow(unsafe_code)]
                 let avx512: fn(&[u8]) -> usize = |b| unsafe { ascii_prefix_avx512(b) };
                 checks.push(("avx512", avx512, AVX512_STRIDE));
@@ -295,12 +297,11 @@ mod tests {
     fn stride(len: usize) -> Option<usize> {
         #[cfg(target_arch = "x86_64")]
         if len >= VECTORS_FROM {
-            if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
-            {
-                return Some(AVX512_STRIDE);
-            }
-            if std::is_x86_feature_detected!("avx2") {
-                return Some(AVX2_STRIDE);
+            use crate::vector_width::{widest_of_cpu, VectorWidth};
+            match widest_of_cpu() {
+                VectorWidth::Bits512 => return Some(AVX512_STRIDE),
+                VectorWidth::Bits256 => return Some(AVX2_STRIDE),
+                _ => {}
             }
         }
         let _ = len;

@@ -85,11 +85,16 @@ const NARROWEST: VectorWidth = VectorWidth::Bits128;
 #[cfg(not(target_arch = "x86_64"))]
 const NARROWEST: VectorWidth = VectorWidth::Scalar;
 
-/// The widest vectors this CPU runs the check in.
-fn widest_of_cpu() -> VectorWidth {
+/// The widest vectors this CPU runs the check in. `Bits512` only with AVX2 besides, so that a
+/// cap to `Bits256` never runs the AVX2 check where the CPU lacks it (no CPU has AVX-512
+/// without AVX2, but a hypervisor may say so).
+pub(crate) fn widest_of_cpu() -> VectorWidth {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw") {
+        if std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx2")
+        {
             VectorWidth::Bits512
         } else if std::is_x86_feature_detected!("avx2") {
             VectorWidth::Bits256
@@ -145,6 +150,10 @@ mod tests {
         let _lock = width_lock();
         let _lift = LiftCap;
         let cpu = widest_of_cpu();
+        assert!(
+            cpu >= NARROWEST,
+            "the CPU's widest is never below the architecture's"
+        );
         assert!(vector_width() <= cpu);
         for cap in [
             VectorWidth::Scalar,
@@ -177,6 +186,13 @@ mod tests {
             text[701] = b'a';
             assert!(!crate::utf8::is_valid(&text));
         }
+        // x86-64 checks in SSE2 below 256 bytes whatever the cap: `Scalar` gives `Bits128`.
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(
+            limit_vector_width(VectorWidth::Scalar),
+            VectorWidth::Bits128
+        );
+        limit_vector_width(VectorWidth::Bits512);
         assert_eq!(vector_width(), cpu, "Bits512 lifts the cap");
     }
 
@@ -194,12 +210,5 @@ mod tests {
         }
         assert_eq!(capped(Bits512, Bits256), Bits256);
         assert_eq!(capped(Bits256, Bits512), Bits256);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn x86_64_has_at_least_sse2() {
-        assert!(widest_of_cpu() >= NARROWEST);
-        assert_eq!(NARROWEST, VectorWidth::Bits128);
     }
 }
