@@ -16,7 +16,9 @@ mod recorder;
 mod report;
 mod runner;
 
-pub use clients::{Client, Extra, LimitFrames, RunFn, Target, ALL as CLIENTS, LIMIT_READ_SIZE};
+pub use clients::{
+    Client, Extra, LimitFrames, Reads, RunFn, Target, ALL as CLIENTS, LIMIT_READ_SIZE,
+};
 pub use recorder::{Recorder, Window};
 pub use report::{json, machine, markdown, si};
 pub use runner::{

@@ -6,7 +6,7 @@ use std::time::Duration;
 use feedwire_core::{tls_config_with_roots, Endpoint};
 use feedwire_replay::{measure, root_store_of, ChildServer, Mode, ReplayConfig, Scenario};
 
-use crate::clients::{Client, Target, ALL};
+use crate::clients::{Client, Extra, Reads, Target, ALL};
 use crate::instructions::{self, Feed};
 use crate::recorder::{Recorder, Window};
 
@@ -213,6 +213,7 @@ struct Sample {
     messages: u64,
     bytes: u64,
     read_buffer: Option<u64>,
+    reads: Option<Reads>,
 }
 
 /// CPU per message over the window `w`, µs.
@@ -222,14 +223,15 @@ fn cpu_us_per_msg(w: &Window) -> f64 {
 
 impl Sample {
     /// The rates of a run of `count` messages that measured `w`.
-    fn of(w: &Window, count: u64, read_buffer: Option<u64>) -> Self {
+    fn of(w: &Window, count: u64, extra: &Extra) -> Self {
         let msgs = w.messages.max(1) as f64;
         Self {
             msgs_per_s: msgs / w.wall.as_secs_f64().max(1e-9),
             cpu_us_per_msg: cpu_us_per_msg(w),
             messages: count,
             bytes: w.bytes,
-            read_buffer,
+            read_buffer: extra.read_buffer_bytes,
+            reads: extra.reads,
         }
     }
 }
@@ -240,7 +242,7 @@ fn run_once(client: &Client, target: &Target, count: u64) -> Result<Sample, Stri
     let w = rec
         .window()
         .ok_or_else(|| format!("incomplete: {} of {count} messages", rec.messages()))?;
-    Ok(Sample::of(&w, count, extra.read_buffer_bytes))
+    Ok(Sample::of(&w, count, &extra))
 }
 
 /// The median of `v`; NaN when empty.
@@ -343,12 +345,17 @@ pub fn run_scenario(
             match run_once(clients[i], &target, count as u64) {
                 Ok(s) => {
                     progress(&format!(
-                        "{} round {}: {:<18} {:>12.0} msgs/s {:>8.3} us/msg",
+                        "{} round {}: {:<18} {:>12.0} msgs/s {:>8.3} us/msg{}",
                         scenario.name(),
                         round + 1,
                         clients[i].name,
                         s.msgs_per_s,
-                        s.cpu_us_per_msg
+                        s.cpu_us_per_msg,
+                        s.reads.map_or_else(String::new, |r| format!(
+                            " {:>7} reads {:>3.0}% full",
+                            r.all,
+                            100.0 * r.full as f64 / r.all.max(1) as f64
+                        ))
                     ));
                     by_round[i].push(Some(s.cpu_us_per_msg));
                     samples[i].push(s);
@@ -738,7 +745,12 @@ mod tests {
             wall: Duration::from_millis(10),
             cpu: Duration::from_millis(5),
         };
-        let s = Sample::of(&w, 1_001, Some(4096));
+        let reads = Reads { all: 40, full: 3 };
+        let extra = Extra {
+            read_buffer_bytes: Some(4096),
+            reads: Some(reads),
+        };
+        let s = Sample::of(&w, 1_001, &extra);
         assert!((s.msgs_per_s - 100_000.0).abs() < 1e-6, "{}", s.msgs_per_s);
         assert!(
             (s.cpu_us_per_msg - 5.0).abs() < 1e-9,
@@ -746,8 +758,8 @@ mod tests {
             s.cpu_us_per_msg
         );
         assert_eq!(
-            (s.messages, s.bytes, s.read_buffer),
-            (1_001, 200_000, Some(4096))
+            (s.messages, s.bytes, s.read_buffer, s.reads),
+            (1_001, 200_000, Some(4096), Some(reads))
         );
     }
 

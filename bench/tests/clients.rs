@@ -1,7 +1,7 @@
 //! Every benchmark client receives exactly what the replay server sends, WebSocket and lines,
 //! plain and TLS, throughput and latency runs (the server in-process here).
 
-use feedwire_bench::{Recorder, Target, CLIENTS};
+use feedwire_bench::{Extra, Recorder, Target, CLIENTS, LIMIT_READ_SIZE};
 use feedwire_core::tls_config_with_roots;
 use feedwire_replay::{Fault, Mode, ReplayConfig, ReplayServer, Scenario};
 
@@ -63,6 +63,21 @@ fn every_client_counts_every_websocket_message_over(tls: bool) {
             "{}",
             client.name
         );
+        assert_reads_counted(client.name, extra, expected);
+    }
+}
+
+/// The feedwire clients and the limit count their reads: no read returns more than 256 KiB,
+/// so there are at least as many as the payload bytes take, and no more full ones than reads.
+fn assert_reads_counted(client: &str, extra: Extra, payload_bytes: u64) {
+    let counts = client.starts_with("feedwire") || client.starts_with("limit");
+    assert_eq!(extra.reads.is_some(), counts, "{client}");
+    if let Some(reads) = extra.reads {
+        assert!(
+            reads.all >= payload_bytes.div_ceil(LIMIT_READ_SIZE as u64),
+            "{client}: {reads:?} for {payload_bytes} bytes"
+        );
+        assert!(reads.full <= reads.all, "{client}: {reads:?}");
     }
 }
 
@@ -72,12 +87,13 @@ fn line_clients_count_every_line_over(tls: bool) {
     let target = target(&srv);
     assert!(target.lines);
     for client in CLIENTS.iter().filter(|c| c.lines) {
-        let (rec, _) = (client.run)(&target, Recorder::new(2000, false))
+        let (rec, extra) = (client.run)(&target, Recorder::new(2000, false))
             .unwrap_or_else(|e| panic!("{}: {e}", client.name));
         let w = rec
             .window()
             .unwrap_or_else(|| panic!("{}: incomplete", client.name));
         assert_eq!(w.bytes, expected, "{}: payload bytes", client.name);
+        assert_reads_counted(client.name, extra, expected);
     }
 }
 

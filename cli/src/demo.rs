@@ -121,6 +121,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
         ..TokioOptions::default()
     };
     let url = config.url.clone();
+    let max_read_kib = config.ws.max_read_size / 1024;
     let (handle, mut events) =
         connect(config, options).map_err(|e| Failure::usage(e.to_string()))?;
     let subscribed = if scenario.is_lines() {
@@ -239,6 +240,11 @@ pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
         h.value_at_quantile(0.99),
         h.value_at_quantile(0.999),
         h.max()
+    );
+    let _ = writeln!(
+        out,
+        "  reads           {} ({} full: the socket held {} KiB more)",
+        stats.reads, stats.full_reads, max_read_kib
     );
     let _ = writeln!(out, "  reconnects      {}", stats.reconnects);
     let _ = writeln!(

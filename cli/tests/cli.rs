@@ -138,6 +138,12 @@ fn demo_runs_for_its_duration_and_prints_a_summary() {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("a message count in {stdout}"));
     assert!(messages > 1000, "data flowed for 2 s: {messages}");
+    let reads: u64 = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("reads")?.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("a read count in {stdout}"));
+    assert!(reads >= 1, "{stdout}");
     assert!(stdout.contains("latency (µs)"), "{stdout}");
     assert!(stdout.contains("closed by Local (1000)"), "{stdout}");
 }

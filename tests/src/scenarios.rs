@@ -95,7 +95,17 @@ pub fn websocket_firehose(adapter: &dyn Adapter) {
             ),
             "{others:?}"
         );
-        assert_eq!(s.stats().messages_received, 50_000);
+        let stats = s.stats();
+        assert_eq!(stats.messages_received, 50_000);
+        // Each read is counted, none takes more than `max_read_size` (256 KiB).
+        assert!(
+            stats.reads >= stats.bytes_received.div_ceil(256 * 1024)
+                && stats.full_reads <= stats.reads,
+            "tls={tls}: {} reads, {} full, for {} bytes",
+            stats.reads,
+            stats.full_reads,
+            stats.bytes_received
+        );
     }
 }
 

@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use feedwire_core::{
     os_seed, BetfairAuth, BetfairSubscription, DataHandler, DataRef, HandshakeOnly, LendingInput,
-    Stream, StreamConfig, StreamEvent, StreamInput, TlsSession, TransportCommand,
+    StatsSnapshot, Stream, StreamConfig, StreamEvent, StreamInput, TlsSession, TransportCommand,
 };
 use feedwire_mio::{Delivery, MioLoop, MioOptions};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
-use super::{err, runtime, Extra, Target, SPIN, STALL};
+use super::{err, runtime, Extra, Reads, Target, SPIN, STALL};
 use crate::recorder::Recorder;
 
 fn config(target: &Target) -> StreamConfig {
@@ -256,12 +256,21 @@ pub(super) fn blocking(target: &Target, mut rec: Recorder) -> Result<(Recorder, 
             done = c.read(&mut s, &mut rec)?;
         }
         if done {
-            let extra = Extra {
-                read_buffer_bytes: Some(stats.snapshot(Instant::now()).read_buffer_bytes),
-            };
+            let extra = extra_of(&stats.snapshot(Instant::now()));
             s.stop(Instant::now());
             return Ok((rec, extra));
         }
+    }
+}
+
+/// What a feedwire client reports besides the recorder: from its stream's statistics.
+fn extra_of(stats: &StatsSnapshot) -> Extra {
+    Extra {
+        read_buffer_bytes: Some(stats.read_buffer_bytes),
+        reads: Some(Reads {
+            all: stats.reads,
+            full: stats.full_reads,
+        }),
     }
 }
 
@@ -313,9 +322,7 @@ pub(super) fn mio<const SPINS: bool>(
         }
         // Sent before the flag was set.
         let rec = rx.try_recv().map_err(|e| err("the run's outcome")(&e))?;
-        let extra = Extra {
-            read_buffer_bytes: Some(stats.snapshot(Instant::now()).read_buffer_bytes),
-        };
+        let extra = extra_of(&stats.snapshot(Instant::now()));
         feed.stop(id);
         return Ok((rec?, extra));
     }
@@ -351,9 +358,7 @@ pub(super) fn tokio<const SPINS: bool>(
                 .await
                 .map_err(|_| "stalled".to_owned())?
                 .ok_or("the stream's task ended")??;
-            let extra = Extra {
-                read_buffer_bytes: Some(handle.stats().read_buffer_bytes),
-            };
+            let extra = extra_of(&handle.stats());
             handle.stop();
             Ok((rec, extra))
         };

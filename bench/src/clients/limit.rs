@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use feedwire_core::testing::TextValidator;
 
-use super::{err, Extra, Target, STALL};
+use super::{err, Extra, Reads, Target, STALL};
 use crate::recorder::Recorder;
 
 /// Bytes the limit reads per system call.
@@ -108,11 +108,15 @@ impl<S: Write> Write for Spinning<S> {
 }
 
 fn receive(
-    mut sock: impl Read + Write,
+    sock: impl Read + Write,
     target: &Target,
     mut rec: Recorder,
     validate: bool,
 ) -> Result<(Recorder, Extra), String> {
+    let mut sock = Counted {
+        inner: sock,
+        reads: Reads::default(),
+    };
     let mut buf = vec![0u8; READ];
     if target.lines {
         lines(&mut sock, &mut buf, &mut rec)?;
@@ -128,7 +132,39 @@ fn receive(
             }
         }
     }
-    Ok((rec, Extra::default()))
+    let extra = Extra {
+        reads: Some(sock.reads),
+        ..Extra::default()
+    };
+    Ok((rec, extra))
+}
+
+/// A reader that counts its reads, and those that filled all of [`READ`] (as a feedwire
+/// stream's statistics count them at its `max_read_size`, the same 256 KiB): two additions
+/// a read.
+struct Counted<S> {
+    inner: S,
+    reads: Reads,
+}
+
+impl<S: Read> Read for Counted<S> {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.reads.all += u64::from(n > 0);
+        self.reads.full += u64::from(n == READ);
+        Ok(n)
+    }
+}
+
+impl<S: Write> Write for Counted<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 fn read(sock: &mut impl Read, buf: &mut [u8]) -> Result<usize, String> {

@@ -71,6 +71,19 @@ impl Target {
 pub struct Extra {
     /// The read buffer the client still holds after the run, bytes (feedwire clients).
     pub read_buffer_bytes: Option<u64>,
+    /// The run's reads, and those of them that came back with all of 256 KiB — the socket
+    /// held that much more: the client was behind the server (feedwire clients, from their
+    /// statistics, and the limit).
+    pub reads: Option<Reads>,
+}
+
+/// A run's reads (see [`Extra::reads`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reads {
+    /// Reads that returned bytes.
+    pub all: u64,
+    /// Reads that returned all of 256 KiB.
+    pub full: u64,
 }
 
 /// A run: connect, receive until the recorder is complete, return it.

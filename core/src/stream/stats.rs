@@ -55,6 +55,15 @@ pub struct StatsSnapshot {
     pub state: u8,
     /// Bytes the connection's read buffer holds allocated (0 when released while idle).
     pub read_buffer_bytes: u64,
+    /// Reads handed to the stream (`handle_read*` calls; over TLS, reads of decrypted
+    /// bytes), every connection's.
+    pub reads: u64,
+    /// Those of them that came back with all of `max_read_size` bytes: the socket (or TLS)
+    /// held at least that much more when it was read. A stream that keeps up with its feed
+    /// reads what has just arrived, less than that; one whose reads keep coming back full is
+    /// behind its feed by at least `max_read_size` (256 KiB by default), the bytes waiting in
+    /// the kernel — `full_reads / reads` near 1 on a busy stream says so, without a clock.
+    pub full_reads: u64,
 }
 
 /// Where each value lies in `Shared::fields`.
@@ -68,9 +77,11 @@ const SUBSCRIPTIONS: usize = 6;
 const LAST_RECEIVE: usize = 7;
 const STATE: usize = 8;
 const READ_BUFFER_BYTES: usize = 9;
+const READS: usize = 10;
+const FULL_READS: usize = 11;
 /// Then [`RING`] entries of three: a second, and the messages and bytes published before
 /// it (see `Stats::boundaries`).
-const BOUNDARIES: usize = 10;
+const BOUNDARIES: usize = 12;
 const FIELDS: usize = BOUNDARIES + 3 * RING;
 
 /// A second that saw no publish (an unused ring entry).
@@ -128,6 +139,8 @@ impl StatsHandle {
                     .map(|n| s.base + Duration::from_nanos(n)),
                 state: v[STATE] as u8,
                 read_buffer_bytes: v[READ_BUFFER_BYTES],
+                reads: v[READS],
+                full_reads: v[FULL_READS],
             };
         }
     }
@@ -179,14 +192,16 @@ struct Cold {
 
 /// The owner's counters.
 ///
-/// A publish after a read stores three fields (messages, bytes, last receive) and the
-/// sequence number twice; the others only after they changed (`cold_changed`), and one
+/// A publish after a read stores five fields (messages, bytes, reads, full reads, last
+/// receive) and the sequence number twice; the others only after they changed (`cold_changed`), and one
 /// ring entry when a second begins. Every mutation of a cold field therefore goes through a
 /// method here that sets that flag.
 #[derive(Debug)]
 pub(crate) struct Stats {
     messages_received: u64,
     bytes_received: u64,
+    reads: u64,
+    full_reads: u64,
     last_receive: Option<Instant>,
     /// `last_receive` changed since the last publish.
     last_receive_changed: bool,
@@ -214,6 +229,8 @@ impl Stats {
         Self {
             messages_received: 0,
             bytes_received: 0,
+            reads: 0,
+            full_reads: 0,
             last_receive: None,
             last_receive_changed: false,
             // The first publish stores every field.
@@ -246,6 +263,13 @@ impl Stats {
     pub(crate) fn received_many(&mut self, messages: u64, bytes: u64) {
         self.messages_received += messages;
         self.bytes_received += bytes;
+    }
+
+    /// Counts a read, `full` when it filled all of `max_read_size`: two plain additions.
+    #[inline]
+    pub(crate) fn read(&mut self, full: bool) {
+        self.reads += 1;
+        self.full_reads += u64::from(full);
     }
 
     /// Records a read's time (published with the next publish).
@@ -322,6 +346,8 @@ impl Stats {
         self.published = (self.messages_received, self.bytes_received);
         s.fields[MESSAGES_RECEIVED].store(self.messages_received, Ordering::Relaxed);
         s.fields[BYTES_RECEIVED].store(self.bytes_received, Ordering::Relaxed);
+        s.fields[READS].store(self.reads, Ordering::Relaxed);
+        s.fields[FULL_READS].store(self.full_reads, Ordering::Relaxed);
         if self.last_receive_changed {
             self.last_receive_changed = false;
             // A read publishes with `now` its receive time: no second subtraction for it.

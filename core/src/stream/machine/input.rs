@@ -133,7 +133,7 @@ impl Stream {
         } else {
             conn.handle_read_offering(n, &mut TakeNothing);
         }
-        self.after_read(now);
+        self.after_read(n, now);
     }
 
     /// [`handle_read`](Self::handle_read) that lends data messages to `on_data` instead of
@@ -181,7 +181,7 @@ impl Stream {
             ),
         );
         self.stats.received_many(messages, bytes);
-        self.after_read(now);
+        self.after_read(n, now);
     }
 
     /// [`handle_read_with`](Self::handle_read_with) lending to `handler`, or
@@ -201,8 +201,10 @@ impl Stream {
         }
     }
 
-    /// What every read does after the engine took the bytes: timers, then the events.
-    pub(super) fn after_read(&mut self, now: Instant) {
+    /// What every read (of `n` bytes) does after the engine took the bytes: statistics,
+    /// timers, then the events.
+    pub(super) fn after_read(&mut self, n: usize, now: Instant) {
+        self.stats.read(n >= self.config.ws.max_read_size);
         self.stats.set_last_receive(now);
         self.probing = false;
         self.reads_held = false;
