@@ -119,12 +119,17 @@ fn main() -> ExitCode {
         let regime = if options.pin {
             format!(
                 "Pinned (`--pin`): the clients run on CPU 0 and the replay server on CPU 1, so \
-                 the server outruns every client and every read comes back full: the regime of \
-                 a consumer behind its feed on a core of its own. What a read costs then counts \
-                 more than what a message costs: on loopback each read's TCP window update also \
-                 runs the server's pending transmit in the client's softirq. The limit reads \
-                 {} KiB at a time, feedwire up to {} KiB (`max_read_size`), nexus-web up to \
-                 its 1 MiB buffer.\n",
+                 the server can outrun every client and its reads come back full: the regime \
+                 of a consumer behind its feed on a core of its own. What a read costs then \
+                 counts more than what a message costs: on loopback each read's TCP window \
+                 update also runs the server's pending transmit in the client's softirq. With \
+                 the kernel autotuning receive buffers (the machine line says), a round may \
+                 instead settle with the client caught up, woken for each piece and reading \
+                 what has just arrived, at up to 1.3 times the CPU per message: which regime a \
+                 round lands in varies by round and by client (each round's line on the \
+                 terminal gives its reads and the share that came back full); with a fixed \
+                 large buffer nearly every round reads full. The limit reads {} KiB at a time, \
+                 feedwire up to {} KiB (`max_read_size`), nexus-web up to its 1 MiB buffer.\n",
                 LIMIT_READ_SIZE / 1024,
                 WsConfig::default().max_read_size / 1024
             )

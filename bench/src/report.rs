@@ -402,7 +402,8 @@ pub fn json(results: &Results) -> String {
     serde_json::to_string_pretty(&rows).expect("plain data serialises")
 }
 
-/// The machine, for BENCHMARKS.md: CPU model, cores, kernel. Cores are the machine's
+/// The machine, for BENCHMARKS.md: CPU model, cores, kernel, how TCP receive buffers are
+/// sized (see [`receive_buffers`]). Cores are the machine's
 /// (`/proc/cpuinfo`), not the ones this process may run on: `--pin` has already confined it
 /// to one when the report is written.
 pub fn machine() -> String {
@@ -424,12 +425,46 @@ pub fn machine() -> String {
     };
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned());
-    format!("{cpu}, {cores} cores, Linux {kernel}")
+    let sysctl = |name: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}"));
+    match (sysctl("tcp_moderate_rcvbuf"), sysctl("tcp_rmem")) {
+        (Ok(moderate), Ok(rmem)) => format!(
+            "{cpu}, {cores} cores, Linux {kernel}, {}",
+            receive_buffers(&moderate, &rmem)
+        ),
+        _ => format!("{cpu}, {cores} cores, Linux {kernel}"),
+    }
+}
+
+/// How the kernel sizes a TCP socket's receive buffer, from `net.ipv4.tcp_moderate_rcvbuf`
+/// and `net.ipv4.tcp_rmem` (min, default, max bytes). It decides, on loopback, which regime
+/// a client reads in: autotuning grows the buffer from what the client copied in its first
+/// round trips, and a buffer that stays small keeps the server from getting ahead (the
+/// client then reads what has just arrived, woken for each piece); a fixed large one lets
+/// every client read a deep queue in full reads (bench/ANALYSIS.md).
+fn receive_buffers(moderate: &str, rmem: &str) -> String {
+    let default = rmem.split_whitespace().nth(1).unwrap_or("?");
+    if moderate.trim() == "0" {
+        format!("TCP receive buffers fixed at {default} B (autotuning off)")
+    } else {
+        format!("TCP receive buffers autotuned from {default} B")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_receive_buffers_say_whether_they_are_autotuned() {
+        assert_eq!(
+            receive_buffers("1\n", "4096\t131072\t33554432\n"),
+            "TCP receive buffers autotuned from 131072 B"
+        );
+        assert_eq!(
+            receive_buffers("0\n", "4096\t6291456\t33554432\n"),
+            "TCP receive buffers fixed at 6291456 B (autotuning off)"
+        );
+    }
 
     #[test]
     fn the_machine_has_the_cores_it_has_when_the_report_runs_pinned() {
