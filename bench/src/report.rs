@@ -403,7 +403,7 @@ pub fn json(results: &Results) -> String {
 }
 
 /// The machine, for BENCHMARKS.md: CPU model, cores, kernel, how TCP receive buffers are
-/// sized (see [`receive_buffers`]). Cores are the machine's
+/// sized (autotuned or fixed, and from what size). Cores are the machine's
 /// (`/proc/cpuinfo`), not the ones this process may run on: `--pin` has already confined it
 /// to one when the report is written.
 pub fn machine() -> String {
@@ -436,11 +436,12 @@ pub fn machine() -> String {
 }
 
 /// How the kernel sizes a TCP socket's receive buffer, from `net.ipv4.tcp_moderate_rcvbuf`
-/// and `net.ipv4.tcp_rmem` (min, default, max bytes). It decides, on loopback, which regime
-/// a client reads in: autotuning grows the buffer from what the client copied in its first
-/// round trips, and a buffer that stays small keeps the server from getting ahead (the
-/// client then reads what has just arrived, woken for each piece); a fixed large one lets
-/// every client read a deep queue in full reads (bench/ANALYSIS.md).
+/// and `net.ipv4.tcp_rmem` (min, default, max bytes). It decides, pinned on loopback, which
+/// regime a client reads in: with autotuning (which grows the buffer from what the client
+/// copies per round trip) some rounds settle with the client caught up, reading what has
+/// just arrived and woken for each piece, more of them for some clients than for others;
+/// with a fixed 6 MB buffer nearly every round of every client reads a deep queue in full
+/// reads (bench/ANALYSIS.md).
 fn receive_buffers(moderate: &str, rmem: &str) -> String {
     let default = rmem.split_whitespace().nth(1).unwrap_or("?");
     if moderate.trim() == "0" {
