@@ -2,11 +2,11 @@
 //! publishes a snapshot once per wake-up into a seqlock of atomics; readers on other threads
 //! get a consistent snapshot without any lock, and the hot path never takes one.
 //!
-//! Why a published snapshot rather than per-field atomics: several fields must agree (a
-//! reader computing bytes per message must not see `bytes` from one message and `messages`
-//! from the next), and one publish per read batch costs less than atomic updates per message.
-//! A publish stores only what changed since the last: after a read, the received counts and
-//! the receive time; the sent counts, responses, subscriptions, state and buffer size only
+//! Why a published snapshot rather than per-field atomics: several fields must agree (a reader
+//! computing bytes per message must not see `bytes` from one message and `messages` from the
+//! next), and one publish per read batch costs less than atomic updates per message. A publish
+//! stores only what changed since the last: after a read, the received counts, the read counts
+//! and the receive time; the sent counts, responses, subscriptions, state and buffer size only
 //! when they moved, and once a second the counts the second began with — a paced stream
 //! publishes once a message.
 //!
@@ -193,9 +193,9 @@ struct Cold {
 /// The owner's counters.
 ///
 /// A publish after a read stores five fields (messages, bytes, reads, full reads, last
-/// receive) and the sequence number twice; the others only after they changed (`cold_changed`), and one
-/// ring entry when a second begins. Every mutation of a cold field therefore goes through a
-/// method here that sets that flag.
+/// receive) and the sequence number twice; the others only after they changed
+/// (`cold_changed`), and one ring entry when a second begins. Every mutation of a cold field
+/// therefore goes through a method here that sets that flag.
 #[derive(Debug)]
 pub(crate) struct Stats {
     messages_received: u64,
