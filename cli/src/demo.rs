@@ -243,7 +243,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
     );
     let _ = writeln!(
         out,
-        "  reads           {} ({} full: the socket held {} KiB more)",
+        "  reads           {} ({} of them full, finding {} KiB or more waiting)",
         stats.reads, stats.full_reads, max_read_kib
     );
     let _ = writeln!(out, "  reconnects      {}", stats.reconnects);
