@@ -59,10 +59,11 @@ pub struct StatsSnapshot {
     /// bytes), every connection's.
     pub reads: u64,
     /// Those of them that came back with all of `max_read_size` bytes: the socket (or TLS)
-    /// held at least that much more when it was read. A stream that keeps up with its feed
-    /// reads what has just arrived, less than that; one whose reads keep coming back full is
-    /// behind its feed by at least `max_read_size` (256 KiB by default), the bytes waiting in
-    /// the kernel — `full_reads / reads` near 1 on a busy stream says so, without a clock.
+    /// held at least that much more when it was read. A stream whose reads keep coming back
+    /// full is behind its feed by at least `max_read_size` (256 KiB by default), the bytes
+    /// waiting in the kernel — `full_reads / reads` near 1 on a busy stream says so, without
+    /// a clock. A short read says less: a non-blocking read (both adapters') stops where the
+    /// socket's receive queue ends, though more may be arriving behind it.
     pub full_reads: u64,
 }
 
