@@ -425,14 +425,13 @@ pub fn machine() -> String {
     };
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned());
+    let mut machine = format!("{cpu}, {cores} cores, Linux {kernel}");
     let sysctl = |name: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}"));
-    match (sysctl("tcp_moderate_rcvbuf"), sysctl("tcp_rmem")) {
-        (Ok(moderate), Ok(rmem)) => format!(
-            "{cpu}, {cores} cores, Linux {kernel}, {}",
-            receive_buffers(&moderate, &rmem)
-        ),
-        _ => format!("{cpu}, {cores} cores, Linux {kernel}"),
+    if let (Ok(moderate), Ok(rmem)) = (sysctl("tcp_moderate_rcvbuf"), sysctl("tcp_rmem")) {
+        machine.push_str(", ");
+        machine.push_str(&receive_buffers(&moderate, &rmem));
     }
+    machine
 }
 
 /// How the kernel sizes a TCP socket's receive buffer, from `net.ipv4.tcp_moderate_rcvbuf`
