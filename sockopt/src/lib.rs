@@ -1,6 +1,8 @@
-//! The one socket option feedwire's transports set that std, mio and tokio do not offer:
-//! the receive low-water mark (`SO_RCVLOWAT`), which makes the kernel hold back a socket's
-//! readiness until that many bytes are queued.
+//! The socket calls feedwire's event loops make that std, mio and tokio do not offer: the
+//! receive low-water mark (`SO_RCVLOWAT`), which makes the kernel hold back a socket's
+//! readiness until that many bytes are queued, and sweeping reads ([`SweepingReads`]: the
+//! one read after readiness made in blocking mode, every other read and write with
+//! `MSG_DONTWAIT`).
 //!
 //! Why: a WebSocket frame of hundreds of KB cannot be delivered before its last byte, yet
 //! over loopback it arrives in five or more pieces, each a wake-up, a read and an
@@ -9,8 +11,8 @@
 //! when the frame can complete. An end of stream or an error still wakes it whatever the
 //! mark.
 //!
-//! For readiness-driven loops with non-blocking reads only (mio, tokio). Not for blocking
-//! reads: Linux wakes a reader asleep in `recv` only once a whole mark's worth has arrived
+//! For readiness-driven loops only (mio, tokio): their reads either do not wait or, sweeping,
+//! follow a readiness that already counted the mark's worth. Not for blocking read loops: Linux wakes a reader asleep in `recv` only once a whole mark's worth has arrived
 //! since what it already copied, so a blocking read that copied part of the bytes it waits
 //! for can sleep until its timeout with all of them queued — seen in the benchmark's
 //! blocking client, the last 82 KB of a TLS stream waiting a minute.
@@ -19,10 +21,14 @@
 //! [`RecvLowWater`] stays at 1 byte, the default. A mark the receive buffer cannot hold
 //! twice over is never set (see [`RecvLowWater`]).
 //!
-//! This crate holds one `setsockopt` and one `getsockopt` call, `unsafe` each; the only other
-//! `unsafe` in the workspace is core's calls of its AVX2 and AVX-512 ASCII checks.
+//! This crate holds one `setsockopt`, one `getsockopt` and one `recv` call, `unsafe` each
+//! (blocking mode, the receive timeout and `sendmsg` go through socket2's safe calls); the
+//! only other `unsafe` in the workspace is core's calls of its AVX2 and AVX-512 ASCII checks.
 
 use std::io;
+
+mod sweeping;
+pub use sweeping::{SweepingReads, STALL_BOUND};
 
 /// A socket whose descriptor the options can be set on (any `AsFd` on Unix).
 #[cfg(unix)]

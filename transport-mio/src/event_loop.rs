@@ -148,6 +148,12 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 if let Some(entry) = self.streams.get_mut(id) {
                     if event.is_readable() || event.is_read_closed() || event.is_error() {
                         entry.readable = true;
+                        // Urgent data alone may be skipped by a read that then waits.
+                        let urgent_only =
+                            event.is_priority() && !(event.is_read_closed() || event.is_error());
+                        if let Some(sock) = entry.sock.as_mut().filter(|_| !urgent_only) {
+                            sock.reads.readable();
+                        }
                     }
                     if event.is_read_closed() || event.is_error() {
                         if let Some(sock) = entry.sock.as_mut() {
@@ -573,6 +579,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             }
             e.fallback_at = None;
             let _ = sock.tcp.set_nodelay(true);
+            sock.reads.enable(&sock.tcp);
             let endpoint = e.stream.endpoint().clone();
             if endpoint.scheme.is_tls() {
                 match TlsSession::new(tls_config, &endpoint.host) {

@@ -11,7 +11,7 @@ use feedwire_core::{
     Answer, AwaitedAnswers, DataHandler, HandshakeOnly, LendingInput, Stream, StreamEvent,
     StreamInput, TlsSession, TransportCommand, WriteQueue, ADDRESS_FALLBACK,
 };
-use feedwire_sockopt::RecvLowWater;
+use feedwire_sockopt::{RecvLowWater, SweepingReads};
 use mio::net::TcpStream;
 use mio::{Interest, Token};
 
@@ -49,6 +49,9 @@ pub(crate) struct Sock {
     pub(crate) read_closed: bool,
     /// `SO_RCVLOWAT`, kept at what the stream can use (see `set_low_water`).
     pub(crate) low_water: RecvLowWater,
+    /// Once connected, the first read after each readable event is made in blocking mode
+    /// and takes what arrives while it copies (see [`SweepingReads`]).
+    pub(crate) reads: SweepingReads,
 }
 
 pub(crate) struct Entry<H> {
@@ -120,6 +123,7 @@ pub(crate) fn connect_next<H>(
             writable_interest: true,
             read_closed: false,
             low_water: RecvLowWater::default(),
+            reads: SweepingReads::default(),
         });
         return;
     }
@@ -192,7 +196,8 @@ pub(crate) fn read<H: DataHandler>(
             None => e.stream.read_buf(),
         };
         let offered = buf.len();
-        let n = match sock.tcp.read(buf) {
+        let tcp = &sock.tcp;
+        let n = match sock.reads.read(tcp, buf, |b| (&*tcp).read(b)) {
             Ok(0) => {
                 if let Some(tls) = sock.tls.as_mut() {
                     let _ = tls.handle_eof(&mut StreamInput {
@@ -206,6 +211,9 @@ pub(crate) fn read<H: DataHandler>(
             }
             Ok(n) => n,
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                if sock.reads.stalls() > 0 {
+                    stalled(&mut sock.reads);
+                }
                 e.readable = false;
                 return;
             }
@@ -281,10 +289,26 @@ pub(crate) fn set_low_water<H>(e: &mut Entry<H>, now: Instant) {
         return;
     };
     let wanted = e.stream.socket_low_water(sock.tls.as_ref());
+    let was = sock.low_water.current();
     if let Err(err) = sock.low_water.set(&sock.tcp, wanted) {
         e.stream
             .handle_transport_error(&format!("SO_RCVLOWAT: {err}"), now);
     }
+    if sock.low_water.current() != was {
+        sock.reads.mark_changed();
+    }
+}
+
+/// A read made blocking found nothing within its bound: the loop waited for up to a tick
+/// where it should not have (see [`SweepingReads`]). Logged, and the count reset.
+#[cold]
+#[inline(never)]
+fn stalled(reads: &mut SweepingReads) {
+    tracing::warn!(
+        stalls = reads.stalls(),
+        "a read after readiness found nothing and waited out its bound"
+    );
+    reads.forget_stalls();
 }
 
 /// The core's outputs: bytes (through TLS) to the socket, transport commands, events.
@@ -327,8 +351,10 @@ fn disconnect<H>(e: &mut Entry<H>, registry: &mio::Registry) {
             sock.out
                 .fill_for_close(|| stream.poll_transmit(), sock.tls.as_mut());
             // Best effort, without blocking the loop: what the socket takes now.
-            let tcp = &mut sock.tcp;
-            let _ = sock.out.write_with(|slices| tcp.write_vectored(slices));
+            let (tcp, reads) = (&sock.tcp, &sock.reads);
+            let _ = sock.out.write_with(|slices| {
+                reads.write_vectored(tcp, slices, |b| (&*tcp).write_vectored(b))
+            });
             let _ = sock.tcp.shutdown(std::net::Shutdown::Write);
         }
         let _ = registry.deregister(&mut sock.tcp);
@@ -422,8 +448,11 @@ pub(crate) fn flush<H>(e: &mut Entry<H>, registry: &mio::Registry, id: StreamId)
     // the peer was not reading) and write again.
     let stream = &mut e.stream;
     loop {
-        let tcp = &mut sock.tcp;
-        if let Err(err) = sock.out.write_with(|slices| tcp.write_vectored(slices)) {
+        let (tcp, reads) = (&sock.tcp, &sock.reads);
+        if let Err(err) = sock
+            .out
+            .write_with(|slices| reads.write_vectored(tcp, slices, |b| (&*tcp).write_vectored(b)))
+        {
             return stream.handle_transport_error(&err.to_string(), Instant::now());
         }
         if !sock
