@@ -12,10 +12,11 @@
 //! mark.
 //!
 //! For readiness-driven loops only (mio, tokio): their reads either do not wait or, sweeping,
-//! follow a readiness that already counted the mark's worth. Not for blocking read loops: Linux wakes a reader asleep in `recv` only once a whole mark's worth has arrived
-//! since what it already copied, so a blocking read that copied part of the bytes it waits
-//! for can sleep until its timeout with all of them queued — seen in the benchmark's
-//! blocking client, the last 82 KB of a TLS stream waiting a minute.
+//! follow a readiness that already counted the mark's worth. Not for blocking read loops:
+//! Linux wakes a reader asleep in `recv` only once a whole mark's worth has arrived since
+//! what it already copied, so a blocking read that copied part of the bytes it waits for can
+//! sleep until its timeout with all of them queued — seen in the benchmark's blocking
+//! client, the last 82 KB of a TLS stream waiting a minute.
 //!
 //! Linux only (and Android); elsewhere [`set_recv_low_water`] returns `Unsupported` and
 //! [`RecvLowWater`] stays at 1 byte, the default. A mark the receive buffer cannot hold
