@@ -44,6 +44,8 @@ pub struct SweepingReads {
     may_sweep: bool,
     /// Reads made blocking that found nothing within [`STALL_BOUND`].
     stalls: u64,
+    /// The last read was such a stall and nobody asked yet ([`Self::take_stall`]).
+    stalled: bool,
 }
 
 impl SweepingReads {
@@ -53,6 +55,20 @@ impl SweepingReads {
     pub fn enable(&mut self, sock: &(impl AsSocket + ?Sized)) {
         self.enabled = sys::make_blocking(sock).is_ok();
         self.may_sweep = false;
+    }
+
+    /// Puts the socket back in non-blocking mode and reads and writes plainly again (for code
+    /// that will drive it as a non-blocking socket, such as a runtime's own writes).
+    ///
+    /// # Errors
+    /// The system call's error: the socket may still be in blocking mode.
+    pub fn disable(&mut self, sock: &(impl AsSocket + ?Sized)) -> io::Result<()> {
+        if self.enabled {
+            sys::make_nonblocking(sock)?;
+            self.enabled = false;
+            self.may_sweep = false;
+        }
+        Ok(())
     }
 
     /// Whether [`enable`](Self::enable) put the socket in blocking mode.
@@ -80,9 +96,11 @@ impl SweepingReads {
         self.stalls
     }
 
-    /// Sets the stall count back to 0 (once reported).
-    pub fn forget_stalls(&mut self) {
-        self.stalls = 0;
+    /// Whether the last read that returned `WouldBlock` was a stall (asked once: for a loop
+    /// to report it where it handles `WouldBlock`).
+    #[inline]
+    pub fn take_stall(&mut self) -> bool {
+        std::mem::take(&mut self.stalled)
     }
 
     /// Reads into `buf`: sweeping if readiness allowed it, else without waiting (`WouldBlock`
@@ -104,6 +122,7 @@ impl SweepingReads {
             return match sys::recv(sock, buf, false) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.stalls += 1;
+                    self.stalled = true;
                     Err(e)
                 }
                 done => done,
@@ -144,6 +163,12 @@ mod sys {
         let sock = SockRef::from(&fd);
         sock.set_read_timeout(Some(super::STALL_BOUND))?;
         sock.set_nonblocking(false)
+    }
+
+    /// Non-blocking mode again.
+    pub(super) fn make_nonblocking(sock: &(impl AsFd + ?Sized)) -> io::Result<()> {
+        let fd = sock.as_fd();
+        SockRef::from(&fd).set_nonblocking(true)
     }
 
     /// `recv`, with `MSG_DONTWAIT` when `nowait`.
@@ -189,6 +214,10 @@ mod sys {
     use std::io::{self, IoSlice};
 
     pub(super) fn make_blocking(_sock: &(impl super::AsSocket + ?Sized)) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    pub(super) fn make_nonblocking(_sock: &(impl super::AsSocket + ?Sized)) -> io::Result<()> {
         Err(io::ErrorKind::Unsupported.into())
     }
 
@@ -298,7 +327,10 @@ mod tests {
             assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
             reads
         });
+        let mut reads = reads;
         assert_eq!(reads.stalls(), 1);
+        assert!(reads.take_stall());
+        assert!(!reads.take_stall(), "asked once");
     }
 
     #[test]
@@ -319,6 +351,24 @@ mod tests {
             }
         });
         assert!(written > 0);
+    }
+
+    #[test]
+    fn disabled_again_the_socket_is_non_blocking() {
+        let (client, _server, _poll, mut reads) = sweeping_pair();
+        // A minute's timeout: still blocking, the read below would hang past the check.
+        socket2::SockRef::from(&client)
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        reads.readable();
+        reads.disable(&client).unwrap();
+        assert!(!reads.is_enabled());
+        let err = within_5s(move || {
+            let mut buf = [0u8; 16];
+            // Plainly, on the socket itself: non-blocking again, it does not wait.
+            (&client).read(&mut buf).unwrap_err()
+        });
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
     }
 
     #[test]

@@ -211,8 +211,8 @@ pub(crate) fn read<H: DataHandler>(
             }
             Ok(n) => n,
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                if sock.reads.stalls() > 0 {
-                    stalled(&mut sock.reads);
+                if sock.reads.take_stall() {
+                    stalled(&sock.reads);
                 }
                 e.readable = false;
                 return;
@@ -300,15 +300,14 @@ pub(crate) fn set_low_water<H>(e: &mut Entry<H>, now: Instant) {
 }
 
 /// A read made blocking found nothing within its bound: the loop waited for up to a tick
-/// where it should not have (see [`SweepingReads`]). Logged, and the count reset.
+/// where it should not have (see [`SweepingReads`]).
 #[cold]
 #[inline(never)]
-fn stalled(reads: &mut SweepingReads) {
+fn stalled(reads: &SweepingReads) {
     tracing::warn!(
         stalls = reads.stalls(),
         "a read after readiness found nothing and waited out its bound"
     );
-    reads.forget_stalls();
 }
 
 /// The core's outputs: bytes (through TLS) to the socket, transport commands, events.

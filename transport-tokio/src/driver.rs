@@ -15,7 +15,6 @@ use feedwire_core::{
     default_tls_config, Answer, AwaitedAnswers, DataHandler, LendingInput, Stream, StreamEvent,
     StreamInput, TransportCommand,
 };
-use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
@@ -186,7 +185,7 @@ impl<H> Drop for Driver<H> {
         conn.out
             .fill_for_close(|| stream.poll_transmit(), conn.tls.as_mut());
         while let Some(chunk) = conn.out.pop() {
-            if !matches!(conn.sock.try_write(&chunk), Ok(n) if n == chunk.len()) {
+            if !matches!(conn.sock.try_write(&conn.sweep, &chunk), Ok(n) if n == chunk.len()) {
                 break;
             }
         }
@@ -557,11 +556,15 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         let stream = &mut self.stream;
         conn.out
             .fill_for_close(|| stream.poll_transmit(), conn.tls.as_mut());
-        // Let the last bytes (a Close frame, TLS close_notify) out, briefly, off the hot path.
+        // Let the last bytes (a Close frame, TLS close_notify) out, briefly, off the hot path —
+        // through tokio's own writes, which wait for writability on a non-blocking socket.
+        if conn.sock.stop_sweeping(&mut conn.sweep).is_err() {
+            return; // a socket left blocking could stall the runtime: closed at once
+        }
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
             let flush = async {
-                let sock = conn.sock.registered()?;
+                let sock = conn.sock.registered(&mut conn.sweep)?;
                 while let Some(chunk) = conn.out.pop() {
                     sock.write_all(&chunk).await?;
                 }
@@ -656,14 +659,9 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 None => self.stream.read_buf(),
             };
             let offered = buf.len();
-            let mut read_buf = ReadBuf::new(buf);
             // Registered before every wait that reads; a move that fails is the socket's
             // error.
-            let polled = match conn.sock.registered() {
-                Ok(sock) => Pin::new(sock).poll_read(cx, &mut read_buf),
-                Err(e) => Poll::Ready(Err(e)),
-            };
-            let Poll::Ready(result) = polled else {
+            let Poll::Ready(result) = conn.sock.poll_read(cx, &mut conn.sweep, buf) else {
                 break;
             };
             progress = true;
@@ -674,7 +672,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                     self.stream.handle_transport_error(&e.to_string(), now);
                     break;
                 }
-                Ok(()) => read_buf.filled().len(),
+                Ok(n) => n,
             };
             if n == 0 {
                 if let Some(tls) = conn.tls.as_mut() {
@@ -736,7 +734,12 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             return Ok(());
         };
         let wanted = self.stream.socket_low_water(conn.tls.as_ref());
-        conn.sock.set_low_water(&mut conn.low_water, wanted)
+        let was = conn.low_water.current();
+        let set = conn.sock.set_low_water(&mut conn.low_water, wanted);
+        if conn.low_water.current() != was {
+            conn.sweep.mark_changed();
+        }
+        set
     }
 
     /// While the application is behind and nothing waits to go out, the socket is parked
@@ -749,7 +752,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         if !self.pending.is_empty() && conn.out.is_empty() {
             conn.sock.park()
         } else {
-            conn.sock.registered().map(drop)
+            conn.sock.registered(&mut conn.sweep).map(drop)
         }
     }
 
@@ -763,7 +766,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         let stream = &mut self.stream;
         loop {
             conn.out
-                .write_with(|slices| conn.sock.try_write_vectored(slices))?;
+                .write_with(|slices| conn.sock.try_write_vectored(&conn.sweep, slices))?;
             if !conn
                 .out
                 .refill(|| stream.poll_transmit(), conn.tls.as_mut())

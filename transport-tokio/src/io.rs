@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{lookup_host, TcpSocket};
 
 use crate::handle::TokioOptions;
-use crate::socket::Socket;
+use crate::socket::{Socket, Sweep};
 
 /// A live connection: the socket, TLS if any, and bytes waiting to be written.
 #[derive(Debug)]
@@ -22,6 +22,8 @@ pub(crate) struct Conn {
     pub(crate) out: WriteQueue,
     /// `SO_RCVLOWAT`, kept at what the stream can use (`Driver::set_low_water`).
     pub(crate) low_water: RecvLowWater,
+    /// How the socket is read and written (sweeping on a current-thread runtime).
+    pub(crate) sweep: Sweep,
 }
 
 /// Why a connection could not be opened.
@@ -128,10 +130,12 @@ pub(crate) async fn open(
     } else {
         None
     };
+    let sweep = Sweep::new(&sock, tls.is_some());
     Ok(Conn {
         sock: Socket::Registered(sock),
         tls,
         out: WriteQueue::default(),
         low_water: RecvLowWater::default(),
+        sweep,
     })
 }

@@ -9,11 +9,77 @@
 //! (`epoll` answers a registration with the readiness the socket already has).
 
 use std::io::{self, IoSlice, Write};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 
-use feedwire_sockopt::RecvLowWater;
+use feedwire_sockopt::{RecvLowWater, SweepingReads};
+use tokio::io::{AsyncRead, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
-/// A connection's TCP socket (non-blocking in every state).
+/// How a connection's socket is read and written: on a current-thread runtime, sweeping (the
+/// socket in blocking mode, the first read after readiness made blocking; see
+/// [`SweepingReads`]); on a multi-thread one, plainly non-blocking.
+///
+/// Why only there: the read that sweeps must follow a readiness reported after the last read.
+/// tokio keeps readiness until a read clears it, and a clear is skipped when an event came in
+/// since the readiness was looked at. On a current-thread runtime nothing comes in while the
+/// stream's task runs (the driver turns between task polls), so the clear after a read always
+/// happens and the next readiness comes from an `epoll_wait` after it; on a multi-thread
+/// runtime another worker's driver may report bytes the read then takes, and the readiness
+/// it leaves would let the next read sleep.
+#[derive(Debug)]
+pub(crate) struct Sweep {
+    reads: SweepingReads,
+    /// Readiness was cleared after the last read (or nothing read the socket yet): the next
+    /// readiness is an `epoll_wait`'s after it.
+    cleared: bool,
+}
+
+impl Sweep {
+    /// For a socket the stream's task will read: sweeping where the runtime is current-thread.
+    /// `read_before`: something read the socket already (the TLS handshake), so readiness
+    /// tokio still holds may be older than that read.
+    pub(crate) fn new(sock: &TcpStream, read_before: bool) -> Self {
+        let mut reads = SweepingReads::default();
+        let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
+        if matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::CurrentThread)) {
+            reads.enable(sock);
+        }
+        Self {
+            reads,
+            cleared: !read_before,
+        }
+    }
+
+    /// Reads and writes plainly, the socket left non-blocking.
+    #[cfg(test)]
+    pub(crate) fn plain() -> Self {
+        Self {
+            reads: SweepingReads::default(),
+            cleared: true,
+        }
+    }
+
+    /// Whether reads sweep (the socket is in blocking mode).
+    #[cfg(test)]
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.reads.is_enabled()
+    }
+
+    /// Reads made blocking that found nothing within their bound (0 on a correct driver).
+    #[cfg(test)]
+    pub(crate) fn stalls(&self) -> u64 {
+        self.reads.stalls()
+    }
+
+    /// The socket's receive low-water mark changed (see [`SweepingReads::mark_changed`]).
+    pub(crate) fn mark_changed(&mut self) {
+        self.reads.mark_changed();
+    }
+}
+
+/// A connection's TCP socket: non-blocking, or in blocking mode read and written as
+/// [`Sweep`] says.
 #[derive(Debug)]
 pub(crate) enum Socket {
     /// In the reactor: reads and writability are awaited.
@@ -49,9 +115,9 @@ impl Socket {
     /// runtime (every caller is on the stream's task). Inline: every read and every wait
     /// asks, and the socket is nearly always in.
     #[inline]
-    pub(crate) fn registered(&mut self) -> io::Result<&mut TcpStream> {
+    pub(crate) fn registered(&mut self, sweep: &mut Sweep) -> io::Result<&mut TcpStream> {
         if !matches!(self, Self::Registered(_)) {
-            self.register_again()?;
+            self.register_again(sweep)?;
         }
         match self {
             Self::Registered(sock) => Ok(sock),
@@ -59,14 +125,89 @@ impl Socket {
         }
     }
 
+    /// tokio registers only non-blocking sockets (a debug build panics otherwise): a
+    /// sweeping socket is registered non-blocking and put back in blocking mode after.
     #[cold]
     #[inline(never)]
-    fn register_again(&mut self) -> io::Result<()> {
+    fn register_again(&mut self, sweep: &mut Sweep) -> io::Result<()> {
         match std::mem::replace(self, Self::Lost) {
-            Self::Parked(sock) => *self = Self::Registered(TcpStream::from_std(sock)?),
+            Self::Parked(sock) => {
+                if sweep.reads.is_enabled() {
+                    sock.set_nonblocking(true)?;
+                }
+                let sock = TcpStream::from_std(sock)?;
+                if sweep.reads.is_enabled() {
+                    sweep.reads.enable(&sock);
+                }
+                *self = Self::Registered(sock);
+            }
             other => *self = other,
         }
         Ok(())
+    }
+
+    /// Reads into `buf` once the socket is readable (registered again if it was parked):
+    /// `Pending` holds the task's waker. A read that filled less than `buf` (or found
+    /// nothing) clears the socket's readiness: new bytes raise a new event, so no read is made
+    /// only to find the socket empty.
+    #[inline]
+    pub(crate) fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        sweep: &mut Sweep,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        let sock = self.registered(sweep)?;
+        if !sweep.reads.is_enabled() {
+            // tokio's own read clears readiness after a short read.
+            let mut read_buf = ReadBuf::new(buf);
+            ready!(Pin::new(sock).poll_read(cx, &mut read_buf))?;
+            return Poll::Ready(Ok(read_buf.filled().len()));
+        }
+        let sock: &TcpStream = sock;
+        let offered = buf.len();
+        loop {
+            ready!(sock.poll_read_ready(cx))?;
+            if std::mem::take(&mut sweep.cleared) {
+                sweep.reads.readable();
+            }
+            let mut short = None;
+            // A short read is returned to `try_io` as `WouldBlock` so that it clears the
+            // readiness, and its count kept aside.
+            let result = sock.try_io(Interest::READABLE, || {
+                let n = sweep
+                    .reads
+                    .read(sock, buf, |_| Err(io::ErrorKind::Unsupported.into()))?;
+                if n > 0 && n < offered {
+                    short = Some(n);
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(n)
+            });
+            match result {
+                Ok(n) => return Poll::Ready(Ok(n)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    sweep.cleared = true;
+                    if sweep.reads.take_stall() {
+                        stalled(&sweep.reads);
+                    }
+                    if let Some(n) = short {
+                        return Poll::Ready(Ok(n));
+                    }
+                    // Nothing: readiness is cleared, so the next poll registers the waker.
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    /// Back to non-blocking mode for the runtime's own writes (the last bytes' flush).
+    pub(crate) fn stop_sweeping(&self, sweep: &mut Sweep) -> io::Result<()> {
+        match self {
+            Self::Registered(sock) => sweep.reads.disable(sock),
+            Self::Parked(sock) => sweep.reads.disable(sock),
+            Self::Lost => Ok(()),
+        }
     }
 
     /// Whether the socket is out of the reactor.
@@ -76,20 +217,26 @@ impl Socket {
     }
 
     /// Writes what the socket takes now, without waiting.
-    pub(crate) fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Self::Registered(sock) => sock.try_write(buf),
-            Self::Parked(sock) => (&*sock).write(buf),
-            Self::Lost => Err(lost()),
-        }
+    pub(crate) fn try_write(&self, sweep: &Sweep, buf: &[u8]) -> io::Result<usize> {
+        self.try_write_vectored(sweep, &[IoSlice::new(buf)])
     }
 
     /// Writes what the socket takes now of `slices`, in order, without waiting.
     #[inline]
-    pub(crate) fn try_write_vectored(&self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+    pub(crate) fn try_write_vectored(
+        &self,
+        sweep: &Sweep,
+        slices: &[IoSlice<'_>],
+    ) -> io::Result<usize> {
+        let reads = &sweep.reads;
         match self {
+            Self::Registered(sock) if reads.is_enabled() => sock.try_io(Interest::WRITABLE, || {
+                reads.write_vectored(sock, slices, |_| Err(io::ErrorKind::Unsupported.into()))
+            }),
             Self::Registered(sock) => sock.try_write_vectored(slices),
-            Self::Parked(sock) => (&*sock).write_vectored(slices),
+            Self::Parked(sock) => {
+                reads.write_vectored(sock, slices, |b| (&*sock).write_vectored(b))
+            }
             Self::Lost => Err(lost()),
         }
     }
@@ -103,6 +250,17 @@ impl Socket {
             Self::Lost => Ok(()),
         }
     }
+}
+
+/// A read made blocking found nothing within its bound: the task waited for up to a tick
+/// where it should not have (see [`SweepingReads`]).
+#[cold]
+#[inline(never)]
+fn stalled(reads: &SweepingReads) {
+    tracing::warn!(
+        stalls = reads.stalls(),
+        "a read after readiness found nothing and waited out its bound"
+    );
 }
 
 fn lost() -> io::Error {
@@ -135,18 +293,19 @@ mod tests {
         use tokio::io::AsyncReadExt;
 
         let (mut sock, mut server) = pair();
+        let sweep = Sweep::plain();
         sock.park().unwrap();
         assert!(sock.is_parked());
         sock.park().unwrap();
-        assert_eq!(sock.try_write(b"ab").unwrap(), 2);
+        assert_eq!(sock.try_write(&sweep, b"ab").unwrap(), 2);
         let slices = [IoSlice::new(b"cd"), IoSlice::new(b"e")];
-        assert_eq!(sock.try_write_vectored(&slices).unwrap(), 3);
+        assert_eq!(sock.try_write_vectored(&sweep, &slices).unwrap(), 3);
         let mut got = [0u8; 5];
         server.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"abcde");
         server.write_all(b"while parked").unwrap();
         let mut buf = [0u8; 12];
-        let registered = sock.registered().unwrap();
+        let registered = sock.registered(&mut Sweep::plain()).unwrap();
         tokio::time::timeout(
             std::time::Duration::from_secs(10),
             registered.read_exact(&mut buf),
@@ -161,13 +320,98 @@ mod tests {
     #[tokio::test]
     async fn a_lost_socket_says_so_and_takes_no_mark() {
         let mut sock = Socket::Lost;
+        let sweep = Sweep::plain();
         assert_eq!(
-            sock.try_write(b"x").unwrap_err().kind(),
+            sock.try_write(&sweep, b"x").unwrap_err().kind(),
             io::ErrorKind::NotConnected
         );
-        assert!(sock.try_write_vectored(&[IoSlice::new(b"x")]).is_err());
-        assert!(sock.registered().is_err());
+        assert!(sock
+            .try_write_vectored(&sweep, &[IoSlice::new(b"x")])
+            .is_err());
+        assert!(sock.registered(&mut Sweep::plain()).is_err());
         let mut mark = RecvLowWater::default();
         sock.set_low_water(&mut mark, 4096).unwrap();
+    }
+
+    /// Polls a read once, with a waker that does nothing.
+    fn poll_once(sock: &mut Socket, sweep: &mut Sweep, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        sock.poll_read(&mut cx, sweep, buf)
+    }
+
+    /// Reads until one returns bytes (within 5 s; each `Pending` yields to the runtime so
+    /// its driver sees new readiness).
+    async fn read_some(sock: &mut Socket, sweep: &mut Sweep, buf: &mut [u8]) -> usize {
+        let wait = std::future::poll_fn(|cx| sock.poll_read(cx, sweep, buf));
+        tokio::time::timeout(std::time::Duration::from_secs(5), wait)
+            .await
+            .expect("bytes were written")
+            .unwrap()
+    }
+
+    /// On a current-thread runtime the socket is in blocking mode, yet a read never waits in
+    /// the system call: a read of what is there takes it, the read after a full one finds
+    /// nothing without waiting (no stall), and once readiness was cleared the next bytes
+    /// are read as readiness reports them — and writes do not wait for a full send buffer.
+    #[tokio::test]
+    async fn on_a_current_thread_runtime_reads_sweep_and_never_wait_in_the_socket() {
+        let (mut sock, mut server) = pair();
+        let Socket::Registered(registered) = &sock else {
+            unreachable!()
+        };
+        let mut sweep = Sweep::new(registered, false);
+        assert!(sweep.is_enabled());
+        server.write_all(&[b'a'; 1000]).unwrap();
+        let mut buf = [0u8; 1000];
+        assert_eq!(read_some(&mut sock, &mut sweep, &mut buf).await, 1000);
+        // A full read leaves readiness set; the next read must not be the blocking one.
+        assert!(poll_once(&mut sock, &mut sweep, &mut buf).is_pending());
+        assert_eq!(sweep.stalls(), 0);
+        server.write_all(b"bcd").unwrap();
+        assert_eq!(read_some(&mut sock, &mut sweep, &mut buf).await, 3);
+        assert_eq!(&buf[..3], b"bcd");
+        // That was short: readiness cleared, the next poll waits for new bytes.
+        assert!(poll_once(&mut sock, &mut sweep, &mut buf).is_pending());
+        server.write_all(b"e").unwrap();
+        assert_eq!(read_some(&mut sock, &mut sweep, &mut buf).await, 1);
+        assert_eq!(sweep.stalls(), 0);
+        // Parked and registered again (tokio takes only non-blocking sockets), still
+        // sweeping.
+        sock.park().unwrap();
+        server.write_all(b"fg").unwrap();
+        assert_eq!(read_some(&mut sock, &mut sweep, &mut buf).await, 2);
+        assert!(sweep.is_enabled());
+        assert!(poll_once(&mut sock, &mut sweep, &mut buf).is_pending());
+        assert_eq!(sweep.stalls(), 0);
+        let chunk = vec![b'x'; 1 << 20];
+        let mut written = 0;
+        while let Ok(n) = sock.try_write(&sweep, &chunk) {
+            written += n;
+        }
+        assert!(written > 0);
+        let err = sock.try_write(&sweep, &chunk).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            io::ErrorKind::WouldBlock,
+            "the send buffer is full"
+        );
+        // Back to non-blocking for tokio's own writes.
+        sock.stop_sweeping(&mut sweep).unwrap();
+        assert!(!sweep.is_enabled());
+    }
+
+    /// On a multi-thread runtime another worker's driver may report readiness while the
+    /// task reads, so reads stay non-blocking.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_a_multi_thread_runtime_reads_stay_plain() {
+        let (mut sock, mut server) = pair();
+        let Socket::Registered(registered) = &sock else {
+            unreachable!()
+        };
+        let mut sweep = Sweep::new(registered, false);
+        assert!(!sweep.is_enabled());
+        server.write_all(b"plain").unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(read_some(&mut sock, &mut sweep, &mut buf).await, 5);
     }
 }
