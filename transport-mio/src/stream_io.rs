@@ -211,9 +211,6 @@ pub(crate) fn read<H: DataHandler>(
             }
             Ok(n) => n,
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                if sock.reads.take_stall() {
-                    stalled(&sock.reads);
-                }
                 e.readable = false;
                 return;
             }
@@ -297,17 +294,6 @@ pub(crate) fn set_low_water<H>(e: &mut Entry<H>, now: Instant) {
     if sock.low_water.current() != was {
         sock.reads.mark_changed();
     }
-}
-
-/// A read made blocking found nothing within its bound: the loop waited for up to a tick
-/// where it should not have (see [`SweepingReads`]).
-#[cold]
-#[inline(never)]
-fn stalled(reads: &SweepingReads) {
-    tracing::warn!(
-        stalls = reads.stalls(),
-        "a read after readiness found nothing and waited out its bound"
-    );
 }
 
 /// The core's outputs: bytes (through TLS) to the socket, transport commands, events.

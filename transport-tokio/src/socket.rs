@@ -188,9 +188,6 @@ impl Socket {
                 Ok(n) => return Poll::Ready(Ok(n)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     sweep.cleared = true;
-                    if sweep.reads.take_stall() {
-                        stalled(&sweep.reads);
-                    }
                     if let Some(n) = short {
                         return Poll::Ready(Ok(n));
                     }
@@ -250,17 +247,6 @@ impl Socket {
             Self::Lost => Ok(()),
         }
     }
-}
-
-/// A read made blocking found nothing within its bound: the task waited for up to a tick
-/// where it should not have (see [`SweepingReads`]).
-#[cold]
-#[inline(never)]
-fn stalled(reads: &SweepingReads) {
-    tracing::warn!(
-        stalls = reads.stalls(),
-        "a read after readiness found nothing and waited out its bound"
-    );
 }
 
 fn lost() -> io::Error {
