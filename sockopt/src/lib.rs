@@ -227,15 +227,13 @@ mod sys {
     }
 }
 
+/// Loopback socket pairs for this crate's tests.
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
-mod tests {
-    use std::io::{Read, Write};
+mod test_pairs {
     use std::net::{TcpListener, TcpStream};
-    use std::time::Duration;
 
-    use super::*;
-
-    fn pair() -> (TcpStream, TcpStream) {
+    /// A connected client and server, both blocking.
+    pub(crate) fn pair() -> (TcpStream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
@@ -244,7 +242,7 @@ mod tests {
 
     /// A non-blocking client registered for edge-triggered readability, as the adapters
     /// use it, and its blocking peer.
-    fn registered_pair() -> (mio::net::TcpStream, TcpStream, mio::Poll) {
+    pub(crate) fn registered_pair() -> (mio::net::TcpStream, TcpStream, mio::Poll) {
         let (client, server) = pair();
         client.set_nonblocking(true).unwrap();
         let mut client = mio::net::TcpStream::from_std(client);
@@ -254,6 +252,16 @@ mod tests {
             .unwrap();
         (client, server, poll)
     }
+}
+
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    use super::test_pairs::{pair, registered_pair};
+    use super::*;
 
     #[test]
     fn the_mark_reads_back_as_set() {

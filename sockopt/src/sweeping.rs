@@ -253,24 +253,17 @@ mod sys {
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod tests {
     use std::io::{IoSlice, Read, Write};
-    use std::net::{TcpListener, TcpStream};
+    use std::net::TcpStream;
     use std::sync::mpsc;
     use std::time::Duration;
 
     use super::*;
+    use crate::test_pairs::{pair, registered_pair};
 
     /// A connected pair: the client non-blocking and registered for edge-triggered
     /// readability, as an event loop holds it, then made sweeping.
     fn sweeping_pair() -> (mio::net::TcpStream, TcpStream, mio::Poll, SweepingReads) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (server, _) = listener.accept().unwrap();
-        client.set_nonblocking(true).unwrap();
-        let mut client = mio::net::TcpStream::from_std(client);
-        let poll = mio::Poll::new().unwrap();
-        poll.registry()
-            .register(&mut client, mio::Token(0), mio::Interest::READABLE)
-            .unwrap();
+        let (client, server, poll) = registered_pair();
         let mut reads = SweepingReads::default();
         reads.enable(&client);
         assert!(reads.is_enabled());
@@ -291,6 +284,16 @@ mod tests {
 
     fn no_plain(_: &mut [u8]) -> io::Result<usize> {
         panic!("an enabled reader read plainly")
+    }
+
+    /// Reads the empty `client` (on another thread, within 5 s): `WouldBlock`.
+    fn read_empty(client: mio::net::TcpStream, mut reads: SweepingReads) -> SweepingReads {
+        within_5s(move || {
+            let mut buf = [0u8; 16];
+            let err = reads.read(&client, &mut buf, no_plain).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+            reads
+        })
     }
 
     #[test]
@@ -321,26 +324,14 @@ mod tests {
         let mut reads = reads;
         reads.readable();
         reads.mark_changed();
-        let reads = within_5s(move || {
-            let mut buf = [0u8; 16];
-            let err = reads.read(&client, &mut buf, no_plain).unwrap_err();
-            assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
-            reads
-        });
-        assert_eq!(reads.stalls(), 0);
+        assert_eq!(read_empty(client, reads).stalls(), 0);
     }
 
     #[test]
     fn a_read_made_blocking_on_an_empty_socket_is_bounded_and_counted() {
         let (client, _server, _poll, mut reads) = sweeping_pair();
         reads.readable(); // wrongly: nothing is queued
-        let reads = within_5s(move || {
-            let mut buf = [0u8; 16];
-            let err = reads.read(&client, &mut buf, no_plain).unwrap_err();
-            assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
-            reads
-        });
-        assert_eq!(reads.stalls(), 1);
+        assert_eq!(read_empty(client, reads).stalls(), 1);
     }
 
     #[test]
@@ -383,9 +374,7 @@ mod tests {
 
     #[test]
     fn a_reader_not_enabled_reads_and_writes_plainly() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (mut server, _) = listener.accept().unwrap();
+        let (client, mut server) = pair();
         let mut reads = SweepingReads::default();
         assert!(!reads.is_enabled());
         server.write_all(b"hi").unwrap();
