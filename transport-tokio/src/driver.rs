@@ -640,8 +640,8 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
 
     /// Reads until the socket is drained, the budget is spent, the event queue is full, or a
     /// command waits; straight into the core's read buffer (or TLS's ciphertext buffer).
-    /// Drained: the read would block, or it filled less than it was offered — tokio's
-    /// `poll_read` then clears the socket's readiness itself (new bytes raise a new event),
+    /// Drained: the read would block, or it filled less than it was offered — the socket's
+    /// `poll_read` then clears its readiness (new bytes raise a new event; see `Socket`),
     /// so no read is made only to find the socket empty (a system call per wake-up; on a
     /// paced stream, per message).
     /// Whether the socket gave anything (bytes, its end or an error): `false` means the first
