@@ -27,7 +27,7 @@
 use std::io::{self, IoSlice};
 use std::time::Duration;
 
-use crate::AsSocket;
+use crate::{AsSocket, RecvLowWater};
 
 /// The receive timeout of a socket in sweeping mode: the longest a read made blocking could
 /// sleep if the rule above were broken (the kernel rounds it up to one scheduler tick,
@@ -86,6 +86,25 @@ impl SweepingReads {
     #[inline]
     pub fn mark_changed(&mut self) {
         self.may_sweep = false;
+    }
+
+    /// Sets the socket's receive low-water mark through `mark` (see [`RecvLowWater::set`]),
+    /// taking back the next read's permission to sweep when the mark moves.
+    ///
+    /// # Errors
+    /// Those of [`RecvLowWater::set`].
+    pub fn set_mark(
+        &mut self,
+        mark: &mut RecvLowWater,
+        sock: &(impl AsSocket + ?Sized),
+        wanted: usize,
+    ) -> io::Result<()> {
+        let was = mark.current();
+        let set = mark.set(sock, wanted);
+        if mark.current() != was {
+            self.mark_changed();
+        }
+        set
     }
 
     /// Reads made blocking that found nothing within [`STALL_BOUND`]: the rule was broken
@@ -323,7 +342,9 @@ mod tests {
         // A mark moved after readiness takes the permission back too.
         let mut reads = reads;
         reads.readable();
-        reads.mark_changed();
+        let mut mark = RecvLowWater::default();
+        reads.set_mark(&mut mark, &client, 5000).unwrap();
+        assert_eq!(mark.current(), 5000);
         assert_eq!(read_empty(client, reads).stalls(), 0);
     }
 

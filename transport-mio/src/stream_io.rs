@@ -286,13 +286,9 @@ pub(crate) fn set_low_water<H>(e: &mut Entry<H>, now: Instant) {
         return;
     };
     let wanted = e.stream.socket_low_water(sock.tls.as_ref());
-    let was = sock.low_water.current();
-    if let Err(err) = sock.low_water.set(&sock.tcp, wanted) {
+    if let Err(err) = sock.reads.set_mark(&mut sock.low_water, &sock.tcp, wanted) {
         e.stream
             .handle_transport_error(&format!("SO_RCVLOWAT: {err}"), now);
-    }
-    if sock.low_water.current() != was {
-        sock.reads.mark_changed();
     }
 }
 

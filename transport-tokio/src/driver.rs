@@ -734,12 +734,8 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             return Ok(());
         };
         let wanted = self.stream.socket_low_water(conn.tls.as_ref());
-        let was = conn.low_water.current();
-        let set = conn.sock.set_low_water(&mut conn.low_water, wanted);
-        if conn.low_water.current() != was {
-            conn.sweep.mark_changed();
-        }
-        set
+        conn.sock
+            .set_low_water(&mut conn.sweep, &mut conn.low_water, wanted)
     }
 
     /// While the application is behind and nothing waits to go out, the socket is parked

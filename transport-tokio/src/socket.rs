@@ -71,11 +71,6 @@ impl Sweep {
     pub(crate) fn stalls(&self) -> u64 {
         self.reads.stalls()
     }
-
-    /// The socket's receive low-water mark changed (see [`SweepingReads::mark_changed`]).
-    pub(crate) fn mark_changed(&mut self) {
-        self.reads.mark_changed();
-    }
 }
 
 /// A connection's TCP socket: non-blocking, or in blocking mode read and written as
@@ -238,12 +233,18 @@ impl Socket {
         }
     }
 
-    /// Keeps the socket's receive low-water mark at `wanted` bytes (see `RecvLowWater`).
+    /// Keeps the socket's receive low-water mark at `wanted` bytes (see `RecvLowWater`); a
+    /// moved mark takes back the next read's permission to sweep.
     #[inline]
-    pub(crate) fn set_low_water(&self, mark: &mut RecvLowWater, wanted: usize) -> io::Result<()> {
+    pub(crate) fn set_low_water(
+        &self,
+        sweep: &mut Sweep,
+        mark: &mut RecvLowWater,
+        wanted: usize,
+    ) -> io::Result<()> {
         match self {
-            Self::Registered(sock) => mark.set(sock, wanted),
-            Self::Parked(sock) => mark.set(sock, wanted),
+            Self::Registered(sock) => sweep.reads.set_mark(mark, sock, wanted),
+            Self::Parked(sock) => sweep.reads.set_mark(mark, sock, wanted),
             Self::Lost => Ok(()),
         }
     }
@@ -306,7 +307,7 @@ mod tests {
     #[tokio::test]
     async fn a_lost_socket_says_so_and_takes_no_mark() {
         let mut sock = Socket::Lost;
-        let sweep = Sweep::plain();
+        let mut sweep = Sweep::plain();
         assert_eq!(
             sock.try_write(&sweep, b"x").unwrap_err().kind(),
             io::ErrorKind::NotConnected
@@ -316,7 +317,7 @@ mod tests {
             .is_err());
         assert!(sock.registered(&mut Sweep::plain()).is_err());
         let mut mark = RecvLowWater::default();
-        sock.set_low_water(&mut mark, 4096).unwrap();
+        sock.set_low_water(&mut sweep, &mut mark, 4096).unwrap();
     }
 
     /// Polls a read once, with a waker that does nothing.
