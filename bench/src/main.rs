@@ -136,15 +136,15 @@ fn main() -> ExitCode {
         } else {
             format!(
                 "How to read them: on a 2-core machine the server and the client share the \
-                 CPU, so figures move 20-50% between invocations; compare rows within one \
-                 table. Reading over loopback is bistable: a client that keeps up reads what \
-                 the server has just written (about 100 KB per read, still in cache); one that \
-                 falls behind reads a deep queue, every read filling its buffer with bytes \
-                 written long before, at up to four times the CPU per message, and seldom \
-                 catches up within a run. The raw limit (256 KiB reads) lands in the slow state \
-                 in more rounds than the libraries, which is why its median sometimes sits \
-                 above theirs; its min–max column shows both states. `--pin` measures the other \
-                 regime, every client behind its feed ({}).\n",
+                 CPUs, so figures move 20-50% between invocations; compare rows within one \
+                 table. A round comes out in one of two states, by where the scheduler puts \
+                 the client: on a CPU of its own, the server on the other; or on the server's, \
+                 the two taking turns in slices of about a millisecond while the other CPU \
+                 idles (a VM's kernel may pack tasks onto few vCPUs: the machine line says \
+                 when it does), every read full and 2-3 times the CPU per message for every \
+                 client alike. `shared CPU` counts the rounds of the second state, and `CPU \
+                 µs/msg alone` compares the clients over the rounds of the first; the other \
+                 columns take every round. `--pin` gives the server a CPU of its own ({}).\n",
                 if options.tls {
                     "BENCHMARKS-tls-pinned.md"
                 } else {
@@ -196,7 +196,11 @@ fn main() -> ExitCode {
              median), the ratio judged pair by pair too. `limit-utf8` is the limit's reader \
              with feedwire's UTF-8 validation of text added (not a peer): the step from `limit` \
              to it is what validation costs, the step from it to a feedwire row what the rest \
-             of the library costs.\n\n{instructions}{regime}\n\
+             of the library costs. `shared CPU`: in how many rounds the client shared its CPU \
+             with another task (the replay server, in practice): the kernel preempted it at \
+             least once per 4 ms of the window (`getrusage`'s involuntary context switches), \
+             where a client with a CPU of its own is preempted once in 6 ms or less. `CPU \
+             µs/msg alone`: the median over the other rounds.\n\n{instructions}{regime}\n\
              The feedwire rows include \
              the whole stream machine (classification, statistics, timers, reconnection) and \
              read data lent in place (`handle_read_with`, `Delivery::Lend`, `drive_lending`), \

@@ -13,8 +13,8 @@ pub struct Recorder {
     expected: u64,
     messages: u64,
     bytes: u64,
-    started: Option<(Instant, Duration)>,
-    finished: Option<(Instant, Duration)>,
+    started: Option<(Instant, measure::Usage)>,
+    finished: Option<(Instant, measure::Usage)>,
     latency: Option<Histogram<u64>>,
 }
 
@@ -29,6 +29,10 @@ pub struct Window {
     pub wall: Duration,
     /// This process's CPU time (user + system, all threads) in the same window.
     pub cpu: Duration,
+    /// Its threads' waits (voluntary context switches) in the window.
+    pub waits: u64,
+    /// Its threads' preemptions (involuntary context switches) in the window.
+    pub preemptions: u64,
 }
 
 impl Recorder {
@@ -57,7 +61,7 @@ impl Recorder {
     #[inline]
     pub fn on_message(&mut self, len: usize, head: &[u8]) -> bool {
         if self.messages == 0 {
-            self.started = Some((Instant::now(), measure::cpu_time()));
+            self.started = Some((Instant::now(), measure::usage()));
         }
         self.messages += 1;
         self.bytes += len as u64;
@@ -71,7 +75,7 @@ impl Recorder {
         }
         if self.messages >= self.expected {
             if self.finished.is_none() {
-                self.finished = Some((Instant::now(), measure::cpu_time()));
+                self.finished = Some((Instant::now(), measure::usage()));
             }
             return true;
         }
@@ -90,7 +94,9 @@ impl Recorder {
             messages: self.messages.saturating_sub(1),
             bytes: self.bytes,
             wall: t1 - t0,
-            cpu: c1.saturating_sub(c0),
+            cpu: c1.cpu.saturating_sub(c0.cpu),
+            waits: c1.waits.saturating_sub(c0.waits),
+            preemptions: c1.preemptions.saturating_sub(c0.preemptions),
         })
     }
 
@@ -123,7 +129,9 @@ mod tests {
         r.on_message(1, &[]);
         r.on_message(1, &[]);
         // Opened at the second message, it would be microseconds long.
-        assert!(r.window().unwrap().wall >= Duration::from_millis(30));
+        let w = r.window().unwrap();
+        assert!(w.wall >= Duration::from_millis(30));
+        assert!(w.waits >= 1, "the sleep is in the window: {w:?}");
     }
 
     #[test]

@@ -128,13 +128,13 @@ pub fn markdown(results: &Results) -> String {
         );
         let counted = rows.iter().any(|r| r.instructions_per_msg.is_some());
         out.push_str(
-            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | paired × best peer | rounds ahead |",
+            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | paired × best peer | rounds ahead | shared CPU | CPU µs/msg alone |",
         );
         out.push_str(if counted {
             " instructions/msg | instr. × best peer |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         } else {
-            "\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
+            "\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         });
         let lim = limit(&results.rows, scenario);
         let peer = best_peer(&results.rows, scenario);
@@ -148,7 +148,7 @@ pub fn markdown(results: &Results) -> String {
             if r.runs() == 0 {
                 let _ = writeln!(
                     out,
-                    "| {} | failed: {} | | | | | | |{instructions}",
+                    "| {} | failed: {} | | | | | | | | |{instructions}",
                     r.client,
                     r.failures.first().map_or("", String::as_str)
                 );
@@ -162,9 +162,12 @@ pub fn markdown(results: &Results) -> String {
             let ahead = rounds_ahead(&results.rows, r)
                 .map_or("—".to_owned(), |(ahead, of)| format!("{ahead}/{of}"));
             let paired = paired_ratio(r, peer).map_or("—".to_owned(), |x| format!("{x:.2}"));
+            let alone = r
+                .cpu_us_per_msg_alone()
+                .map_or("—".to_owned(), |x| format!("{x:.3}"));
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} | {paired} | {ahead} |{instructions}",
+                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} | {paired} | {ahead} | {}/{} | {alone} |{instructions}",
                 r.client,
                 si(r.msgs_per_s),
                 r.cpu_us_per_msg,
@@ -172,6 +175,8 @@ pub fn markdown(results: &Results) -> String {
                 r.cpu_range.1,
                 ratio(lim),
                 ratio(peer),
+                r.shared_rounds(),
+                r.runs(),
             );
         }
     }
@@ -320,6 +325,12 @@ struct JsonRow<'a> {
     /// See [`paired_ratio`].
     #[serde(skip_serializing_if = "Option::is_none")]
     paired_vs_best_peer: Option<f64>,
+    /// Rounds in which the client shared its CPU ([`Row::shared_rounds`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared_cpu_rounds: Option<usize>,
+    /// [`Row::cpu_us_per_msg_alone`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_us_per_msg_alone: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instructions_per_msg: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -328,7 +339,8 @@ struct JsonRow<'a> {
 
 /// A JSON array, one object per scenario × client (`scenario`, `client`, `msgs_per_s`,
 /// `cpu_us_per_msg`, `spread` = min/max over rounds; `rounds_ahead` and
-/// `paired_vs_best_peer` for the rows that are not peers; `instructions_per_msg` when
+/// `paired_vs_best_peer` for the rows that are not peers; `shared_cpu_rounds` and
+/// `cpu_us_per_msg_alone` (see [`Row::shared_rounds`]); `instructions_per_msg` when
 /// counted, and on `small_aggtrade` rows `paced_instructions_per_msg`, the count at a read
 /// per message). Latency runs appear as scenario
 /// `small_aggtrade@<rate>/s` with `p50_us`, `p99_us`, `p999_us`; `huge_ticker_arr` rows
@@ -357,6 +369,8 @@ pub fn json(results: &Results) -> String {
             read_buffer_bytes: r.read_buffer_bytes,
             rounds_ahead: rounds_ahead(&results.rows, r).map(|(a, n)| [a, n]),
             paired_vs_best_peer: paired_ratio(r, best_peer(&results.rows, &r.scenario)),
+            shared_cpu_rounds: Some(r.shared_rounds()),
+            cpu_us_per_msg_alone: r.cpu_us_per_msg_alone(),
             instructions_per_msg: r.instructions_per_msg,
             paced_instructions_per_msg: (r.scenario == "small_aggtrade")
                 .then(|| {
@@ -395,6 +409,8 @@ pub fn json(results: &Results) -> String {
             read_buffer_bytes: None,
             rounds_ahead: None,
             paired_vs_best_peer: None,
+            shared_cpu_rounds: None,
+            cpu_us_per_msg_alone: None,
             instructions_per_msg: None,
             paced_instructions_per_msg: None,
         });
@@ -431,7 +447,22 @@ pub fn machine() -> String {
         machine.push_str(", ");
         machine.push_str(&receive_buffers(&moderate, &rmem));
     }
+    if let Ok(pack) = std::fs::read_to_string("/proc/sys/kernel/sched_vcpu_pack") {
+        machine.push_str(", ");
+        machine.push_str(&vcpu_packing(&pack));
+    }
     machine
+}
+
+/// What a VM kernel's `kernel.sched_vcpu_pack` (a setting stock Linux does not have; the
+/// guest may not change it) is set to: non-zero on the machine where the scheduler put a
+/// client and the replay server on one vCPU, the other idle, in some unpinned rounds (see
+/// [`crate::runner::SHARED_CPU_PREEMPTIONS_PER_MS`]).
+fn vcpu_packing(value: &str) -> String {
+    format!(
+        "scheduler vCPU packing `kernel.sched_vcpu_pack` = {}",
+        value.trim()
+    )
 }
 
 /// How the kernel sizes a TCP socket's receive buffer, from `net.ipv4.tcp_moderate_rcvbuf`
@@ -453,6 +484,14 @@ fn receive_buffers(moderate: &str, rmem: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_machine_line_names_the_vcpu_packing_setting() {
+        assert_eq!(
+            vcpu_packing("15\n"),
+            "scheduler vCPU packing `kernel.sched_vcpu_pack` = 15"
+        );
+    }
 
     #[test]
     fn the_receive_buffers_say_whether_they_are_autotuned() {
@@ -537,6 +576,30 @@ mod tests {
         assert_eq!(rows[3]["scenario"], "small_aggtrade@100000/s");
         assert_eq!(rows[3]["client"], "ours");
         assert_eq!(rows[3]["p99_us"], 200);
+        assert_eq!(rows[0]["shared_cpu_rounds"], 0);
+        assert_eq!(rows[0]["cpu_us_per_msg_alone"], 1.0);
+        assert!(
+            rows[3].get("shared_cpu_rounds").is_none(),
+            "latency rows have none"
+        );
+    }
+
+    #[test]
+    fn the_table_counts_shared_rounds_and_takes_the_alone_median_over_the_rest() {
+        let mut ours = row("ours", false, &[Some(1.0), Some(3.0), Some(2.0)]);
+        ours.shared_by_round = vec![false, true, false];
+        let mut peer = row("peer", true, &[Some(4.0), Some(4.0), None]);
+        peer.shared_by_round = vec![true, true, false];
+        let table = markdown(&Results {
+            rows: vec![ours, peer],
+            ..Results::default()
+        });
+        assert!(
+            table.contains("| rounds ahead | shared CPU | CPU µs/msg alone |"),
+            "{table}"
+        );
+        assert!(table.contains(" | 1/3 | 1.500 |\n"), "{table}");
+        assert!(table.contains(" | 2/2 | — |\n"), "{table}");
     }
 
     fn row(client: &'static str, peer: bool, cpu_by_round: &[Option<f64>]) -> Row {
@@ -551,6 +614,7 @@ mod tests {
             cpu_range: (1.0, 1.0),
             msgs_per_s_range: (1.0, 1.0),
             cpu_by_round: cpu_by_round.to_vec(),
+            shared_by_round: vec![false; cpu_by_round.len()],
             read_buffer_bytes: None,
             instructions_per_msg: None,
             failures: Vec::new(),
@@ -716,7 +780,7 @@ mod tests {
         assert!(table.contains("| 2.00 | 0.50 | 0.50 | 1/1 |"), "{table}");
         assert!(table.contains("| 8.00 | 2.00 | — | — |"), "dear: {table}");
         assert!(
-            table.contains("\n| failed | failed: connect: refused | | | | | | |\n"),
+            table.contains("\n| failed | failed: connect: refused | | | | | | | | |\n"),
             "{table}"
         );
     }

@@ -125,6 +125,10 @@ pub struct Row {
     /// CPU per message of each round in order, µs; `None` for a round that failed. Rounds
     /// line up across the scenario's rows: round `k` of every client ran in one rotation.
     pub cpu_by_round: Vec<Option<f64>>,
+    /// Whether the client shared its CPU in each round, in the same order (the kernel
+    /// preempted it at least once per 4 ms of the round's window); false for a round that
+    /// failed.
+    pub shared_by_round: Vec<bool>,
     /// Read buffer held after the run (feedwire).
     pub read_buffer_bytes: Option<u64>,
     /// User-space instructions per message (callgrind), when counted.
@@ -137,6 +141,23 @@ impl Row {
     /// Rounds that completed.
     pub fn runs(&self) -> usize {
         self.cpu_by_round.iter().flatten().count()
+    }
+
+    /// Rounds in which the client shared its CPU (see `shared_by_round`).
+    pub fn shared_rounds(&self) -> usize {
+        self.shared_by_round.iter().filter(|&&s| s).count()
+    }
+
+    /// Median CPU per message over the rounds in which the client had its CPU to itself, µs;
+    /// `None` when it had it in none.
+    pub fn cpu_us_per_msg_alone(&self) -> Option<f64> {
+        let alone: Vec<f64> = self
+            .cpu_by_round
+            .iter()
+            .zip(&self.shared_by_round)
+            .filter_map(|(cpu, shared)| cpu.filter(|_| !shared))
+            .collect();
+        (!alone.is_empty()).then(|| median(alone))
     }
 }
 
@@ -214,6 +235,28 @@ struct Sample {
     bytes: u64,
     read_buffer: Option<u64>,
     reads: Option<Reads>,
+    waits: u64,
+    preemptions: u64,
+    shared: bool,
+}
+
+/// Preemptions per millisecond of a round's window at and above which the client counts as
+/// having shared its CPU. The scheduler may put the client on the replay server's CPU even with
+/// the other one idle (a VM's kernel may pack tasks onto few vCPUs: the machine line says when
+/// it does), and there the two take turns in slices of about a millisecond: the client is
+/// preempted about once a millisecond (0.7-1.6 a ms in the shared rounds of 48 on 0.3 KB) and
+/// spends 2-3 times the CPU per message (taking turns with the server on one CPU, every client
+/// did: limit 0.084-0.093 µs, nexus-web 0.087-0.092, the blocking core 0.089-0.104, against
+/// 0.03-0.06 on CPUs of their own). A client with a CPU of its own is preempted only by the
+/// kernel's threads: 0-0.16 a ms in the other rounds of 120 on every scenario, pinned and not;
+/// the rounds at 0.26-0.69 a ms had shared part of their window and spent more than the rest.
+pub(crate) const SHARED_CPU_PREEMPTIONS_PER_MS: f64 = 0.25;
+
+/// Whether a window of `wall` in which the client was preempted `preemptions` times was spent
+/// sharing its CPU (see [`SHARED_CPU_PREEMPTIONS_PER_MS`]).
+pub(crate) fn shared_cpu(preemptions: u64, wall: Duration) -> bool {
+    preemptions > 0
+        && preemptions as f64 >= SHARED_CPU_PREEMPTIONS_PER_MS * wall.as_secs_f64() * 1e3
 }
 
 /// CPU per message over the window `w`, µs.
@@ -232,6 +275,9 @@ impl Sample {
             bytes: w.bytes,
             read_buffer: extra.read_buffer_bytes,
             reads: extra.reads,
+            waits: w.waits,
+            preemptions: w.preemptions,
+            shared: shared_cpu(w.preemptions, w.wall),
         }
     }
 }
@@ -337,6 +383,7 @@ pub fn run_scenario(
         .collect();
     let mut samples: Vec<Vec<Sample>> = clients.iter().map(|_| Vec::new()).collect();
     let mut by_round: Vec<Vec<Option<f64>>> = clients.iter().map(|_| Vec::new()).collect();
+    let mut shared_by_round: Vec<Vec<bool>> = clients.iter().map(|_| Vec::new()).collect();
     let mut failures: Vec<Vec<String>> = clients.iter().map(|_| Vec::new()).collect();
     for round in 0..options.runs {
         // Rotate the order each round: no client always runs first (or last).
@@ -345,7 +392,8 @@ pub fn run_scenario(
             match run_once(clients[i], &target, count as u64) {
                 Ok(s) => {
                     progress(&format!(
-                        "{} round {}: {:<18} {:>12.0} msgs/s {:>8.3} us/msg{}",
+                        "{} round {}: {:<18} {:>12.0} msgs/s {:>8.3} us/msg{} {:>5} waits {:>4} \
+                         preempted{}",
                         scenario.name(),
                         round + 1,
                         clients[i].name,
@@ -355,9 +403,13 @@ pub fn run_scenario(
                             " {:>7} reads {:>3.0}% full",
                             r.all,
                             100.0 * r.full as f64 / r.all.max(1) as f64
-                        ))
+                        )),
+                        s.waits,
+                        s.preemptions,
+                        if s.shared { " (shared CPU)" } else { "" },
                     ));
                     by_round[i].push(Some(s.cpu_us_per_msg));
+                    shared_by_round[i].push(s.shared);
                     samples[i].push(s);
                 }
                 Err(e) => {
@@ -367,6 +419,7 @@ pub fn run_scenario(
                         clients[i].name
                     ));
                     by_round[i].push(None);
+                    shared_by_round[i].push(false);
                     failures[i].push(e);
                 }
             }
@@ -383,10 +436,11 @@ pub fn run_scenario(
         .iter()
         .zip(samples)
         .zip(by_round)
+        .zip(shared_by_round)
         .zip(failures)
         .zip(instructions)
         .map(
-            |((((c, s), cpu_by_round), failures), instructions_per_msg)| {
+            |(((((c, s), cpu_by_round), shared_by_round), failures), instructions_per_msg)| {
                 let cpu: Vec<f64> = cpu_by_round.iter().flatten().copied().collect();
                 let mps: Vec<f64> = s.iter().map(|x| x.msgs_per_s).collect();
                 let mean_payload = s
@@ -403,6 +457,7 @@ pub fn run_scenario(
                     cpu_range: range(&cpu),
                     msgs_per_s_range: range(&mps),
                     cpu_by_round,
+                    shared_by_round,
                     read_buffer_bytes: s.last().and_then(|x| x.read_buffer),
                     instructions_per_msg,
                     failures,
@@ -744,6 +799,8 @@ mod tests {
             bytes: 200_000,
             wall: Duration::from_millis(10),
             cpu: Duration::from_millis(5),
+            waits: 7,
+            preemptions: 2,
         };
         let reads = Reads { all: 40, full: 3 };
         let extra = Extra {
@@ -761,6 +818,53 @@ mod tests {
             (s.messages, s.bytes, s.read_buffer, s.reads),
             (1_001, 200_000, Some(4096), Some(reads))
         );
+        assert_eq!((s.waits, s.preemptions, s.shared), (7, 2, false));
+        let preempted = Window {
+            preemptions: 3,
+            ..w
+        };
+        assert!(Sample::of(&preempted, 1_001, &extra).shared);
+    }
+
+    #[test]
+    fn a_round_shared_its_cpu_from_one_preemption_per_4_ms() {
+        let ms = Duration::from_millis;
+        assert!(!shared_cpu(0, ms(10)));
+        assert!(
+            !shared_cpu(0, Duration::ZERO),
+            "nothing counted, nothing shared"
+        );
+        assert!(!shared_cpu(2, ms(10)), "kernel threads");
+        assert!(shared_cpu(3, ms(10)));
+        assert!(shared_cpu(20, ms(20)), "turns of a millisecond");
+        assert!(shared_cpu(1, Duration::ZERO));
+    }
+
+    #[test]
+    fn the_alone_median_leaves_out_shared_and_failed_rounds() {
+        let row = Row {
+            scenario: "s".to_owned(),
+            client: "c",
+            peer: false,
+            messages: 1,
+            mean_payload: 1.0,
+            msgs_per_s: 1.0,
+            cpu_us_per_msg: 1.0,
+            cpu_range: (1.0, 9.0),
+            msgs_per_s_range: (1.0, 1.0),
+            cpu_by_round: vec![Some(1.0), Some(9.0), None, Some(3.0), Some(8.0)],
+            shared_by_round: vec![false, true, false, false, true],
+            read_buffer_bytes: None,
+            instructions_per_msg: None,
+            failures: vec!["x".to_owned()],
+        };
+        assert_eq!((row.shared_rounds(), row.runs()), (2, 4));
+        assert_eq!(row.cpu_us_per_msg_alone(), Some(2.0));
+        let always_shared = Row {
+            shared_by_round: vec![true, true, false, true, true],
+            ..row
+        };
+        assert_eq!(always_shared.cpu_us_per_msg_alone(), None);
     }
 
     #[test]

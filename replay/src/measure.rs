@@ -23,16 +23,39 @@ pub fn cpu_time() -> Duration {
     user + system
 }
 
+/// What this process has used so far: CPU time and context switches, every thread's (those
+/// that have ended too).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// User + system time.
+    pub cpu: Duration,
+    /// Times a thread gave up its CPU to wait (for a read, a lock, a timer).
+    pub waits: u64,
+    /// Times a thread was taken off its CPU while it could still run: another task had the
+    /// CPU meanwhile.
+    pub preemptions: u64,
+}
+
+/// [`Usage`] so far (one `getrusage`, as [`cpu_time`]); zero where it fails.
+pub fn usage() -> Usage {
+    match getrusage(UsageWho::RUSAGE_SELF) {
+        Ok(u) => Usage {
+            cpu: micros(u.user_time()) + micros(u.system_time()),
+            waits: u.voluntary_context_switches().max(0) as u64,
+            preemptions: u.involuntary_context_switches().max(0) as u64,
+        },
+        Err(_) => Usage::default(),
+    }
+}
+
+fn micros(t: nix::sys::time::TimeVal) -> Duration {
+    Duration::from_secs(t.tv_sec().max(0) as u64) + Duration::from_micros(t.tv_usec().max(0) as u64)
+}
+
 /// CPU time this process has used so far: (user, system).
 pub fn cpu_times() -> (Duration, Duration) {
     match getrusage(UsageWho::RUSAGE_SELF) {
-        Ok(u) => {
-            let us = |t: nix::sys::time::TimeVal| {
-                Duration::from_secs(t.tv_sec().max(0) as u64)
-                    + Duration::from_micros(t.tv_usec().max(0) as u64)
-            };
-            (us(u.user_time()), us(u.system_time()))
-        }
+        Ok(u) => (micros(u.user_time()), micros(u.system_time())),
         Err(_) => (Duration::ZERO, Duration::ZERO),
     }
 }
@@ -82,7 +105,9 @@ mod tests {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     use nix::unistd::Pid;
 
-    use super::{cpu_time, cpu_times, peak_rss_bytes, pin_to_cpu, raise_open_files, rss_bytes};
+    use super::{
+        cpu_time, cpu_times, peak_rss_bytes, pin_to_cpu, raise_open_files, rss_bytes, usage,
+    };
 
     #[test]
     fn cpu_time_counts_user_and_system_time() {
@@ -111,6 +136,45 @@ mod tests {
         assert!(user > user0 && system > system0, "{user:?} {system:?}");
         let total = cpu_time();
         assert!(total >= user + system && total >= before + Duration::from_millis(30));
+    }
+
+    #[test]
+    fn usage_counts_waits_and_preemptions_of_every_thread() {
+        let before = usage();
+        std::thread::sleep(Duration::from_millis(2));
+        let slept = usage();
+        assert!(slept.waits > before.waits, "{before:?} {slept:?}");
+        // Two threads that never wait, on one CPU: the scheduler must take turns between
+        // them (bounded by wall time, 10 s). The count is the process's: the threads ended.
+        let cpu = (0..CpuSet::count())
+            .find(|&c| {
+                sched_getaffinity(Pid::from_raw(0)).is_ok_and(|set| set.is_set(c).unwrap_or(false))
+            })
+            .expect("a CPU to run on");
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    pin_to_cpu(cpu).unwrap();
+                    let started = Instant::now();
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        if usage().preemptions > slept.preemptions + 1 {
+                            done.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        assert!(
+                            started.elapsed() < Duration::from_secs(10),
+                            "never preempted"
+                        );
+                    }
+                });
+            }
+        });
+        let after = usage();
+        assert!(
+            after.preemptions >= slept.preemptions + 2,
+            "{slept:?} {after:?}"
+        );
+        assert!(after.cpu >= slept.cpu);
     }
 
     #[test]
