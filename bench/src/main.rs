@@ -187,7 +187,8 @@ fn main() -> ExitCode {
             "# Benchmarks\n\nMachine: {}.\n\nCommand: `cargo run --release -p feedwire-bench -- {}`\n\n{transport}\
              Client CPU per message is user + system time of the benchmark process (the replay \
              server runs in a child process), from the first message to the last. Ratios compare \
-             medians measured side by side in this one run. `rounds ahead`: in how many rounds \
+             medians measured side by side in this one run, every client once a round, in an order \
+             shuffled afresh each round. `rounds ahead`: in how many rounds \
              the client spent less CPU per message than every peer of the same round (out of \
              the rounds all of them completed) — the comparison made pair by pair, where drift \
              common to a round cancels; a client level with the best peers is ahead in fewer \

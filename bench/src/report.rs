@@ -603,22 +603,7 @@ mod tests {
     }
 
     fn row(client: &'static str, peer: bool, cpu_by_round: &[Option<f64>]) -> Row {
-        Row {
-            scenario: "s".to_owned(),
-            client,
-            peer,
-            messages: 1,
-            mean_payload: 1.0,
-            msgs_per_s: 1.0,
-            cpu_us_per_msg: 1.0,
-            cpu_range: (1.0, 1.0),
-            msgs_per_s_range: (1.0, 1.0),
-            cpu_by_round: cpu_by_round.to_vec(),
-            shared_by_round: vec![false; cpu_by_round.len()],
-            read_buffer_bytes: None,
-            instructions_per_msg: None,
-            failures: Vec::new(),
-        }
+        Row::of_rounds(client, peer, cpu_by_round)
     }
 
     #[test]

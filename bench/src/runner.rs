@@ -125,7 +125,7 @@ pub struct Row {
     /// Min and max throughput over the rounds.
     pub msgs_per_s_range: (f64, f64),
     /// CPU per message of each round in order, µs; `None` for a round that failed. Rounds
-    /// line up across the scenario's rows: round `k` of every client ran in one rotation.
+    /// line up across the scenario's rows: round `k` of every client ran in one pass.
     pub cpu_by_round: Vec<Option<f64>>,
     /// Whether the client shared its CPU in each round, in the same order (the kernel
     /// preempted it at least once per 4 ms of the round's window); false for a round that
@@ -140,6 +140,32 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row of scenario `s` whose rounds took `cpu_by_round` (none shared), every other
+    /// figure 1: for tests of what is made of the rounds.
+    #[cfg(test)]
+    pub(crate) fn of_rounds(
+        client: &'static str,
+        peer: bool,
+        cpu_by_round: &[Option<f64>],
+    ) -> Self {
+        Self {
+            scenario: "s".to_owned(),
+            client,
+            peer,
+            messages: 1,
+            mean_payload: 1.0,
+            msgs_per_s: 1.0,
+            cpu_us_per_msg: 1.0,
+            cpu_range: (1.0, 1.0),
+            msgs_per_s_range: (1.0, 1.0),
+            cpu_by_round: cpu_by_round.to_vec(),
+            shared_by_round: vec![false; cpu_by_round.len()],
+            read_buffer_bytes: None,
+            instructions_per_msg: None,
+            failures: Vec::new(),
+        }
+    }
+
     /// Rounds that completed.
     pub fn runs(&self) -> usize {
         self.cpu_by_round.iter().flatten().count()
@@ -250,7 +276,7 @@ struct Sample {
 /// spends 2-3 times the CPU per message (taking turns with the server on one CPU, every client
 /// did: limit 0.084-0.093 µs, nexus-web 0.087-0.092, the blocking core 0.089-0.104, against
 /// 0.03-0.06 on CPUs of their own). A client with a CPU of its own is preempted only by the
-/// kernel's threads: 0-0.16 a ms in the other rounds of 120 on every scenario, pinned and not;
+/// kernel's threads: 0-0.16 a ms in the other rounds of 140 on every scenario, pinned and not;
 /// the rounds at 0.26-0.69 a ms had shared part of their window and spent more than the rest.
 pub(crate) const SHARED_CPU_PREEMPTIONS_PER_MS: f64 = 0.25;
 
@@ -859,20 +885,12 @@ mod tests {
     #[test]
     fn the_alone_median_leaves_out_shared_and_failed_rounds() {
         let row = Row {
-            scenario: "s".to_owned(),
-            client: "c",
-            peer: false,
-            messages: 1,
-            mean_payload: 1.0,
-            msgs_per_s: 1.0,
-            cpu_us_per_msg: 1.0,
-            cpu_range: (1.0, 9.0),
-            msgs_per_s_range: (1.0, 1.0),
-            cpu_by_round: vec![Some(1.0), Some(9.0), None, Some(3.0), Some(8.0)],
             shared_by_round: vec![false, true, false, false, true],
-            read_buffer_bytes: None,
-            instructions_per_msg: None,
-            failures: vec!["x".to_owned()],
+            ..Row::of_rounds(
+                "c",
+                false,
+                &[Some(1.0), Some(9.0), None, Some(3.0), Some(8.0)],
+            )
         };
         assert_eq!((row.shared_rounds(), row.runs()), (2, 4));
         assert_eq!(row.cpu_us_per_msg_alone(), Some(2.0));
