@@ -48,6 +48,7 @@ pub fn usage() -> Usage {
     }
 }
 
+/// A `getrusage` time as a `Duration` (µs resolution; a negative part reads as 0).
 fn micros(t: nix::sys::time::TimeVal) -> Duration {
     Duration::from_secs(t.tv_sec().max(0) as u64) + Duration::from_micros(t.tv_usec().max(0) as u64)
 }
