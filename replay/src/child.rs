@@ -108,6 +108,12 @@ impl ChildServer {
         self.messages_per_connection
     }
 
+    /// CPU time the server has used so far (see [`crate::measure::process_cpu_time`]):
+    /// read before and after a client's run, what serving it cost.
+    pub fn cpu_time(&self) -> Option<std::time::Duration> {
+        crate::measure::process_cpu_time(self.child.id())
+    }
+
     /// The test CA, PEM, when serving TLS.
     pub fn ca_pem(&self) -> Option<&str> {
         self.ca_pem.as_deref()

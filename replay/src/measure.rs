@@ -61,6 +61,24 @@ pub fn cpu_times() -> (Duration, Duration) {
     }
 }
 
+/// CPU time the live threads of process `pid` have used so far (ns resolution): the
+/// scheduler's own account, `/proc/PID/task/*/schedstat`, where `getrusage` of a child and
+/// `/proc/PID/stat` count in clock ticks (10 ms, longer than a benchmark round). For another
+/// process's time, such as the replay server's while a client reads from it. `None` where
+/// `/proc` does not say; threads that have ended no longer count.
+pub fn process_cpu_time(pid: u32) -> Option<Duration> {
+    let mut ns = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(task) = task else { continue };
+        // A thread that ended since the directory was listed has no file left: skipped.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        ns += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(ns))
+}
+
 /// Resident set size now, bytes (`VmRSS`); 0 where `/proc` is missing.
 pub fn rss_bytes() -> u64 {
     status_kib("VmRSS:") * 1024
@@ -107,7 +125,8 @@ mod tests {
     use nix::unistd::Pid;
 
     use super::{
-        cpu_time, cpu_times, peak_rss_bytes, pin_to_cpu, raise_open_files, rss_bytes, usage,
+        cpu_time, cpu_times, peak_rss_bytes, pin_to_cpu, process_cpu_time, raise_open_files,
+        rss_bytes, usage,
     };
 
     #[test]
@@ -176,6 +195,43 @@ mod tests {
             "{slept:?} {after:?}"
         );
         assert!(after.cpu >= slept.cpu);
+    }
+
+    #[test]
+    fn process_cpu_time_counts_every_live_thread_to_the_nanosecond() {
+        let pid = std::process::id();
+        let before = process_cpu_time(pid).expect("/proc/PID/task/*/schedstat");
+        // A thread spins 20 ms of its own CPU time while this one waits for it: only a sum
+        // over the process's threads sees it (bounded by wall time, 10 s).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spinner = std::thread::spawn(move || {
+            let started = Instant::now();
+            let own = || process_cpu_time(pid).unwrap();
+            let from = own();
+            let mut x = 0u64;
+            while own() < from + Duration::from_millis(20) {
+                for i in 0..10_000u64 {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "time stands still"
+                );
+            }
+            tx.send(()).unwrap();
+            // Still alive while the other thread reads.
+            std::thread::sleep(Duration::from_millis(50));
+        });
+        rx.recv().unwrap();
+        let during = process_cpu_time(pid).unwrap();
+        assert!(
+            during >= before + Duration::from_millis(20),
+            "{before:?} → {during:?}"
+        );
+        // Not whole clock ticks: nanoseconds.
+        assert!(!during.as_nanos().is_multiple_of(1_000_000), "{during:?}");
+        spinner.join().unwrap();
+        assert_eq!(process_cpu_time(u32::MAX), None, "no such process");
     }
 
     #[test]
