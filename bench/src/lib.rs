@@ -23,7 +23,8 @@ pub use recorder::{Recorder, Window};
 pub use report::{json, machine, markdown, si};
 pub use runner::{
     run, run_latency, run_memory, run_paced_instructions, run_scenario, BenchOptions, LatencyRow,
-    MemoryRow, PacedInstructions, Results, Row, PACED_INSTRUCTIONS_RATE,
+    MemoryRow, PacedInstructions, Results, Row, WakeFit, PACED_INSTRUCTIONS_RATE,
+    SERVER_PACED_BUSY, WAKE_FIT_ROUNDS,
 };
 
 /// Call first in `main`: when this process was started by the benchmark as its replay server

@@ -118,18 +118,15 @@ fn main() -> ExitCode {
         let command: Vec<String> = std::env::args().skip(1).collect();
         let regime = if options.pin {
             format!(
-                "Pinned (`--pin`): the clients run on CPU 0 and the replay server on CPU 1, so \
-                 the server can outrun every client and its reads come back full: the regime \
-                 of a consumer behind its feed on a core of its own. What a read costs then \
-                 counts more than what a message costs: on loopback each read's TCP window \
-                 update also runs the server's pending transmit in the client's softirq. With \
-                 the kernel autotuning receive buffers (the machine line says), a round may \
-                 instead settle with the client caught up, woken for each piece and reading \
-                 what has just arrived, at up to 1.3 times the CPU per message: which regime a \
-                 round lands in varies by round and by client (each round's line on the \
-                 terminal gives its reads and the share that came back full); with a fixed \
-                 large buffer nearly every round reads full. The limit reads {} KiB at a time, \
-                 feedwire up to {} KiB (`max_read_size`), nexus-web up to its 1 MiB buffer.\n",
+                "Pinned (`--pin`): the clients run on CPU 0 and the replay server on CPU 1. \
+                 The server still sets the pace (`server busy`: writing a byte on loopback \
+                 costs it more than reading one costs the limit), so a round settles with the \
+                 client behind its feed, reading full reads and seldom waiting, or caught up, \
+                 woken for each piece and reading what has just arrived, at up to 1.3 times \
+                 the CPU per message (`CPU µs/msg at 0 waits` takes the waits out). On \
+                 loopback each read's TCP window update also runs the server's pending \
+                 transmit in the client's softirq. The limit reads {} KiB at a time, feedwire \
+                 up to {} KiB (`max_read_size`), nexus-web up to its 1 MiB buffer.\n",
                 LIMIT_READ_SIZE / 1024,
                 WsConfig::default().max_read_size / 1024
             )
@@ -201,7 +198,21 @@ fn main() -> ExitCode {
              with another task (the replay server, in practice): the kernel preempted it at \
              least once per 4 ms of the window (`getrusage`'s involuntary context switches), \
              where a client with a CPU of its own is preempted once in 6 ms or less. `CPU \
-             µs/msg alone`: the median over the other rounds.\n\n{instructions}{regime}\n\
+             µs/msg alone`: the median over the other rounds. `server µs/msg` and `server \
+             busy`: what serving the client cost the replay server per message (its threads' \
+             CPU time, the scheduler's account, over the connection) and the share of the \
+             client's window the server was on a CPU, medians over the rounds. Where each had \
+             a CPU of its own the server was busy all of every window: it, not the client, \
+             set the pace, and each time the client caught up and slept, waking it cost the \
+             server CPU (about 50 µs on the machine of these tables, whose idle vCPUs halt: \
+             the machine line gives `haltpoll.guest_halt_poll_ns`), so a round settles fast \
+             with few waits or slow with many, slow more often for some clients than for \
+             others. `CPU µs/msg at 0 waits` and `µs a wait`: a line through the client's CPU \
+             per run against the times it waited (`getrusage`'s voluntary context switches), \
+             over the rounds it had its CPU to itself while the server was busy 90% of the \
+             window or more (Theil–Sen: the median of the slopes between every two rounds) — \
+             its CPU per message as if always behind its feed, and what each wait added; `× \
+             limit at 0 waits` compares those.\n\n{instructions}{regime}\n\
              The feedwire rows include \
              the whole stream machine (classification, statistics, timers, reconnection) and \
              read data lent in place (`handle_read_with`, `Delivery::Lend`, `drive_lending`), \

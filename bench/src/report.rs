@@ -128,13 +128,13 @@ pub fn markdown(results: &Results) -> String {
         );
         let counted = rows.iter().any(|r| r.instructions_per_msg.is_some());
         out.push_str(
-            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | paired × best peer | rounds ahead | shared CPU | CPU µs/msg alone |",
+            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | paired × best peer | rounds ahead | shared CPU | CPU µs/msg alone | server µs/msg | server busy | CPU µs/msg at 0 waits | × limit at 0 waits | µs a wait |",
         );
         out.push_str(if counted {
             " instructions/msg | instr. × best peer |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         } else {
-            "\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+            "\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         });
         let lim = limit(&results.rows, scenario);
         let peer = best_peer(&results.rows, scenario);
@@ -148,7 +148,7 @@ pub fn markdown(results: &Results) -> String {
             if r.runs() == 0 {
                 let _ = writeln!(
                     out,
-                    "| {} | failed: {} | | | | | | | | |{instructions}",
+                    "| {} | failed: {} | | | | | | | | | | | | | |{instructions}",
                     r.client,
                     r.failures.first().map_or("", String::as_str)
                 );
@@ -165,9 +165,25 @@ pub fn markdown(results: &Results) -> String {
             let alone = r
                 .cpu_us_per_msg_alone()
                 .map_or("—".to_owned(), |x| format!("{x:.3}"));
+            let server = r
+                .server_cpu_us_per_msg()
+                .map_or("—".to_owned(), |x| format!("{x:.3}"));
+            let busy = r
+                .server_busy()
+                .map_or("—".to_owned(), |x| format!("{:.0}%", 100.0 * x));
+            let fit = r.wake_fit();
+            let at_no_waits = fit.map_or("—".to_owned(), |f| {
+                format!("{:.3}", f.us_per_msg_at_no_waits)
+            });
+            let fit_ratio = fit
+                .zip(lim.and_then(Row::wake_fit))
+                .map_or("—".to_owned(), |(f, l)| {
+                    format!("{:.2}", f.us_per_msg_at_no_waits / l.us_per_msg_at_no_waits)
+                });
+            let per_wait = fit.map_or("—".to_owned(), |f| format!("{:.1}", f.us_per_wait));
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} | {paired} | {ahead} | {}/{} | {alone} |{instructions}",
+                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} | {paired} | {ahead} | {}/{} | {alone} | {server} | {busy} | {at_no_waits} | {fit_ratio} | {per_wait} |{instructions}",
                 r.client,
                 si(r.msgs_per_s),
                 r.cpu_us_per_msg,
@@ -331,6 +347,18 @@ struct JsonRow<'a> {
     /// [`Row::cpu_us_per_msg_alone`].
     #[serde(skip_serializing_if = "Option::is_none")]
     cpu_us_per_msg_alone: Option<f64>,
+    /// [`Row::server_cpu_us_per_msg`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_cpu_us_per_msg: Option<f64>,
+    /// [`Row::server_busy`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_busy: Option<f64>,
+    /// [`Row::wake_fit`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_us_per_msg_at_no_waits: Option<f64>,
+    /// [`Row::wake_fit`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_us_per_wait: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instructions_per_msg: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -340,7 +368,9 @@ struct JsonRow<'a> {
 /// A JSON array, one object per scenario × client (`scenario`, `client`, `msgs_per_s`,
 /// `cpu_us_per_msg`, `spread` = min/max over rounds; `rounds_ahead` and
 /// `paired_vs_best_peer` for the rows that are not peers; `shared_cpu_rounds` and
-/// `cpu_us_per_msg_alone` (see [`Row::shared_rounds`]); `instructions_per_msg` when
+/// `cpu_us_per_msg_alone` (see [`Row::shared_rounds`]); `server_cpu_us_per_msg` and
+/// `server_busy`, what serving the client cost the replay server; `cpu_us_per_msg_at_no_waits`
+/// and `cpu_us_per_wait` (see [`Row::wake_fit`]); `instructions_per_msg` when
 /// counted, and on `small_aggtrade` rows `paced_instructions_per_msg`, the count at a read
 /// per message). Latency runs appear as scenario
 /// `small_aggtrade@<rate>/s` with `p50_us`, `p99_us`, `p999_us`; `huge_ticker_arr` rows
@@ -371,6 +401,10 @@ pub fn json(results: &Results) -> String {
             paired_vs_best_peer: paired_ratio(r, best_peer(&results.rows, &r.scenario)),
             shared_cpu_rounds: Some(r.shared_rounds()),
             cpu_us_per_msg_alone: r.cpu_us_per_msg_alone(),
+            server_cpu_us_per_msg: r.server_cpu_us_per_msg(),
+            server_busy: r.server_busy(),
+            cpu_us_per_msg_at_no_waits: r.wake_fit().map(|f| f.us_per_msg_at_no_waits),
+            cpu_us_per_wait: r.wake_fit().map(|f| f.us_per_wait),
             instructions_per_msg: r.instructions_per_msg,
             paced_instructions_per_msg: (r.scenario == "small_aggtrade")
                 .then(|| {
@@ -411,6 +445,10 @@ pub fn json(results: &Results) -> String {
             paired_vs_best_peer: None,
             shared_cpu_rounds: None,
             cpu_us_per_msg_alone: None,
+            server_cpu_us_per_msg: None,
+            server_busy: None,
+            cpu_us_per_msg_at_no_waits: None,
+            cpu_us_per_wait: None,
             instructions_per_msg: None,
             paced_instructions_per_msg: None,
         });
@@ -451,7 +489,23 @@ pub fn machine() -> String {
         machine.push_str(", ");
         machine.push_str(&vcpu_packing(&pack));
     }
+    if let Ok(ns) = std::fs::read_to_string("/sys/module/haltpoll/parameters/guest_halt_poll_ns") {
+        machine.push_str(", ");
+        machine.push_str(&halt_polling(&ns));
+    }
     machine
+}
+
+/// How long an idle vCPU of a guest using the `haltpoll` idle driver polls before it halts
+/// (ns; `haltpoll.guest_halt_poll_ns`). At 0 every idle vCPU halts, and waking a task on it
+/// takes an interrupt through the hypervisor: on the machine of these tables that cost the
+/// replay server about 50 µs of CPU each time a client it fed had gone to sleep
+/// (bench/ANALYSIS.md).
+fn halt_polling(ns: &str) -> String {
+    format!(
+        "guest halt polling `haltpoll.guest_halt_poll_ns` = {}",
+        ns.trim()
+    )
 }
 
 /// What a VM kernel's `kernel.sched_vcpu_pack` (a setting stock Linux does not have; the
@@ -490,6 +544,14 @@ mod tests {
         assert_eq!(
             vcpu_packing("15\n"),
             "scheduler vCPU packing `kernel.sched_vcpu_pack` = 15"
+        );
+    }
+
+    #[test]
+    fn the_machine_line_names_the_halt_polling_setting() {
+        assert_eq!(
+            halt_polling("0\n"),
+            "guest halt polling `haltpoll.guest_halt_poll_ns` = 0"
         );
     }
 
@@ -579,6 +641,10 @@ mod tests {
         assert_eq!(rows[0]["shared_cpu_rounds"], 0);
         assert_eq!(rows[0]["cpu_us_per_msg_alone"], 1.0);
         assert!(
+            rows[0].get("server_cpu_us_per_msg").is_none(),
+            "not measured"
+        );
+        assert!(
             rows[3].get("shared_cpu_rounds").is_none(),
             "latency rows have none"
         );
@@ -598,8 +664,76 @@ mod tests {
             table.contains("| rounds ahead | shared CPU | CPU µs/msg alone |"),
             "{table}"
         );
-        assert!(table.contains(" | 1/3 | 1.500 |\n"), "{table}");
-        assert!(table.contains(" | 2/2 | — |\n"), "{table}");
+        assert!(
+            table.contains(" | 1/3 | 1.500 | — | — | — | — | — |\n"),
+            "{table}"
+        );
+        assert!(
+            table.contains(" | 2/2 | — | — | — | — | — | — |\n"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn the_table_gives_the_servers_median_cost_and_busy_share() {
+        let mut ours = row("ours", false, &[Some(1.0), Some(3.0), Some(2.0), None]);
+        ours.server_cpu_by_round = vec![Some(0.1), None, Some(0.3), None];
+        ours.server_busy_by_round = vec![Some(0.99), Some(0.5), Some(1.01), None];
+        assert_eq!(ours.server_cpu_us_per_msg(), Some(0.2));
+        assert_eq!(ours.server_busy(), Some(0.99));
+        let table = markdown(&Results {
+            rows: vec![ours.clone()],
+            ..Results::default()
+        });
+        assert!(
+            table.contains(
+                "| CPU µs/msg alone | server µs/msg | server busy | CPU µs/msg at 0 waits"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains(" | 0/3 | 2.000 | 0.200 | 99% | — | — | — |\n"),
+            "{table}"
+        );
+        let parsed: serde_json::Value = serde_json::from_str(&json(&Results {
+            rows: vec![ours],
+            ..Results::default()
+        }))
+        .unwrap();
+        assert_eq!(parsed[0]["server_cpu_us_per_msg"], 0.2);
+        assert_eq!(parsed[0]["server_busy"], 0.99);
+    }
+
+    #[test]
+    fn the_table_and_json_give_the_cost_at_no_waits_and_a_wait() {
+        // 1,000 messages a run: the limit 0.02 µs each and 4 µs a wait, ours 0.03 and 6.
+        let fitted = |client, per_msg: f64, per_wait: f64| {
+            let waits = [0u64, 100, 50, 200, 10];
+            let cpu: Vec<Option<f64>> = waits
+                .iter()
+                .map(|&w| Some(per_msg + per_wait * w as f64 / 1_000.0))
+                .collect();
+            let mut r = Row {
+                messages: 1_000,
+                ..row(client, false, &cpu)
+            };
+            r.waits_by_round = waits.iter().map(|&w| Some(w)).collect();
+            r
+        };
+        let results = Results {
+            rows: vec![fitted("limit", 0.02, 4.0), fitted("ours", 0.03, 6.0)],
+            ..Results::default()
+        };
+        let table = markdown(&results);
+        assert!(table.contains(" | 0.020 | 1.00 | 4.0 |\n"), "{table}");
+        assert!(table.contains(" | 0.030 | 1.50 | 6.0 |\n"), "{table}");
+        let parsed: serde_json::Value = serde_json::from_str(&json(&results)).unwrap();
+        let close = |v: &serde_json::Value, x: f64| (v.as_f64().unwrap() - x).abs() < 1e-9;
+        assert!(
+            close(&parsed[1]["cpu_us_per_msg_at_no_waits"], 0.03),
+            "{parsed}"
+        );
+        assert!(close(&parsed[1]["cpu_us_per_wait"], 6.0), "{parsed}");
     }
 
     fn row(client: &'static str, peer: bool, cpu_by_round: &[Option<f64>]) -> Row {
@@ -765,7 +899,7 @@ mod tests {
         assert!(table.contains("| 2.00 | 0.50 | 0.50 | 1/1 |"), "{table}");
         assert!(table.contains("| 8.00 | 2.00 | — | — |"), "dear: {table}");
         assert!(
-            table.contains("\n| failed | failed: connect: refused | | | | | | | | |\n"),
+            table.contains("\n| failed | failed: connect: refused | | | | | | | | | | | | | |\n"),
             "{table}"
         );
     }

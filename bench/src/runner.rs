@@ -131,6 +131,15 @@ pub struct Row {
     /// preempted it at least once per 4 ms of the round's window); false for a round that
     /// failed.
     pub shared_by_round: Vec<bool>,
+    /// The replay server's CPU per message in each round, µs, in the same order; `None` for a
+    /// round that failed or where the server's time could not be read.
+    pub server_cpu_by_round: Vec<Option<f64>>,
+    /// The share of each round's window the server spent on a CPU (its CPU time over the
+    /// window's wall time), in the same order: about 1 where the server set the pace.
+    pub server_busy_by_round: Vec<Option<f64>>,
+    /// Times the client waited (went to sleep) in each round's window, in the same order;
+    /// `None` for a round that failed.
+    pub waits_by_round: Vec<Option<u64>>,
     /// Read buffer held after the run (feedwire).
     pub read_buffer_bytes: Option<u64>,
     /// User-space instructions per message (callgrind), when counted.
@@ -160,6 +169,9 @@ impl Row {
             msgs_per_s_range: (1.0, 1.0),
             cpu_by_round: cpu_by_round.to_vec(),
             shared_by_round: vec![false; cpu_by_round.len()],
+            server_cpu_by_round: vec![None; cpu_by_round.len()],
+            server_busy_by_round: vec![None; cpu_by_round.len()],
+            waits_by_round: vec![None; cpu_by_round.len()],
             read_buffer_bytes: None,
             instructions_per_msg: None,
             failures: Vec::new(),
@@ -187,6 +199,95 @@ impl Row {
             .collect();
         (!alone.is_empty()).then(|| median(alone))
     }
+
+    /// Median over the rounds of what serving the client cost the replay server, µs per
+    /// message; `None` when no round measured it.
+    pub fn server_cpu_us_per_msg(&self) -> Option<f64> {
+        median_of_some(&self.server_cpu_by_round)
+    }
+
+    /// Median over the rounds of the share of the window the server was on a CPU (1 = all of
+    /// it); `None` when no round measured it.
+    pub fn server_busy(&self) -> Option<f64> {
+        median_of_some(&self.server_busy_by_round)
+    }
+}
+
+impl Row {
+    /// The client's CPU per run against the times it waited, over the rounds it had its CPU
+    /// to itself while the server set the pace (see [`SERVER_PACED_BUSY`]): a line through
+    /// them (Theil–Sen), `None` from fewer than [`WAKE_FIT_ROUNDS`] rounds or when every round
+    /// waited as often. See [`WakeFit`].
+    pub fn wake_fit(&self) -> Option<WakeFit> {
+        let points: Vec<(f64, f64)> = self
+            .cpu_by_round
+            .iter()
+            .zip(&self.shared_by_round)
+            .zip(&self.waits_by_round)
+            .zip(&self.server_busy_by_round)
+            .filter_map(|(((cpu, shared), waits), busy)| {
+                let server_paced = busy.is_none_or(|b| b >= SERVER_PACED_BUSY);
+                let cpu = cpu.filter(|_| !shared && server_paced)?;
+                Some(((*waits)? as f64, cpu * self.messages as f64))
+            })
+            .collect();
+        if points.len() < WAKE_FIT_ROUNDS {
+            return None;
+        }
+        // Theil–Sen: the median of the slopes between every two rounds, and the median of
+        // what each round leaves for the intercept. A round that shared its CPU without
+        // being caught (few waits, much CPU) moves it far less than a least-squares line.
+        let mut slopes = Vec::new();
+        for (i, a) in points.iter().enumerate() {
+            for b in &points[i + 1..] {
+                if a.0 != b.0 {
+                    slopes.push((b.1 - a.1) / (b.0 - a.0));
+                }
+            }
+        }
+        if slopes.is_empty() {
+            return None;
+        }
+        let us_per_wait = median(slopes);
+        let at_no_waits = median(points.iter().map(|p| p.1 - us_per_wait * p.0).collect());
+        Some(WakeFit {
+            us_per_msg_at_no_waits: at_no_waits / self.messages.max(1) as f64,
+            us_per_wait,
+        })
+    }
+}
+
+/// Fewest rounds a [`WakeFit`] is drawn from.
+pub const WAKE_FIT_ROUNDS: usize = 5;
+
+/// Share of a round's window the replay server was on a CPU from which the server set the
+/// pace. Where client and server had a CPU each, the server was busy 99-102% of every window
+/// (0.3 KB and 1 KB, pinned and not: its cost, not the client's, set the pace); where they
+/// took turns on one CPU, 23-54%, sometimes with too few preemptions to count as shared (a
+/// server that runs whenever the client sleeps does not preempt it).
+pub const SERVER_PACED_BUSY: f64 = 0.9;
+
+/// What a client's CPU per run does with the number of times it waited for data: the line
+/// `cpu = us_per_msg_at_no_waits × messages + us_per_wait × waits`. On loopback the replay
+/// server sets the pace (it is on a CPU all of a round's window), and each time the client
+/// sleeps, waking it costs the server CPU (about 50 µs on the tables' machine, where idle
+/// vCPUs halt), which slows it, so the client catches up and sleeps again: a round settles
+/// fast with few waits or slow with many, more of them for some clients than for others. The
+/// intercept is the client's CPU per message with no waits, as when it is always behind its
+/// feed; each wait adds `us_per_wait` (the kernel's sleep and wake-up, and the shorter reads
+/// of a caught-up client).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WakeFit {
+    /// CPU per message at no waits, µs.
+    pub us_per_msg_at_no_waits: f64,
+    /// CPU each wait adds, µs.
+    pub us_per_wait: f64,
+}
+
+/// The median of the values present; `None` when there are none.
+fn median_of_some(v: &[Option<f64>]) -> Option<f64> {
+    let present: Vec<f64> = v.iter().flatten().copied().collect();
+    (!present.is_empty()).then(|| median(present))
 }
 
 /// One paced rate × client.
@@ -266,6 +367,11 @@ struct Sample {
     waits: u64,
     preemptions: u64,
     shared: bool,
+    /// The replay server's CPU per message of the run (connection to close), µs.
+    server_cpu_us_per_msg: Option<f64>,
+    /// The server's CPU time over the run over the window's wall time: about 1 when the
+    /// server, not the client, set the pace.
+    server_busy: Option<f64>,
 }
 
 /// Preemptions per millisecond of a round's window at and above which the client counts as
@@ -293,8 +399,9 @@ fn cpu_us_per_msg(w: &Window) -> f64 {
 }
 
 impl Sample {
-    /// The rates of a run of `count` messages that measured `w`.
-    fn of(w: &Window, count: u64, extra: &Extra) -> Self {
+    /// The rates of a run of `count` messages that measured `w`, in which the server used
+    /// `server_cpu` serving them.
+    fn of(w: &Window, count: u64, extra: &Extra, server_cpu: Option<Duration>) -> Self {
         let msgs = w.messages.max(1) as f64;
         Self {
             msgs_per_s: msgs / w.wall.as_secs_f64().max(1e-9),
@@ -306,17 +413,31 @@ impl Sample {
             waits: w.waits,
             preemptions: w.preemptions,
             shared: shared_cpu(w.preemptions, w.wall),
+            server_cpu_us_per_msg: server_cpu.map(|c| c.as_secs_f64() * 1e6 / count.max(1) as f64),
+            server_busy: server_cpu.map(|c| c.as_secs_f64() / w.wall.as_secs_f64().max(1e-9)),
         }
     }
 }
 
-fn run_once(client: &Client, target: &Target, count: u64) -> Result<Sample, String> {
+/// One run of `client` against `server` (at `target`). The server's CPU time is read before
+/// the client connects and after it is done, outside the client's window.
+fn run_once(
+    client: &Client,
+    target: &Target,
+    server: &ChildServer,
+    count: u64,
+) -> Result<Sample, String> {
     let rec = Recorder::new(count, false);
+    let server_before = server.cpu_time();
     let (rec, extra) = (client.run)(target, rec)?;
+    let server_cpu = server
+        .cpu_time()
+        .zip(server_before)
+        .map(|(after, before)| after.saturating_sub(before));
     let w = rec
         .window()
         .ok_or_else(|| format!("incomplete: {} of {count} messages", rec.messages()))?;
-    Ok(Sample::of(&w, count, &extra))
+    Ok(Sample::of(&w, count, &extra, server_cpu))
 }
 
 /// The order in which `clients` clients run in round `round` (indices): shuffled afresh each
@@ -429,14 +550,17 @@ pub fn run_scenario(
     let mut samples: Vec<Vec<Sample>> = clients.iter().map(|_| Vec::new()).collect();
     let mut by_round: Vec<Vec<Option<f64>>> = clients.iter().map(|_| Vec::new()).collect();
     let mut shared_by_round: Vec<Vec<bool>> = clients.iter().map(|_| Vec::new()).collect();
+    let mut server_by_round: Vec<Vec<(Option<f64>, Option<f64>)>> =
+        clients.iter().map(|_| Vec::new()).collect();
+    let mut waits_by_round: Vec<Vec<Option<u64>>> = clients.iter().map(|_| Vec::new()).collect();
     let mut failures: Vec<Vec<String>> = clients.iter().map(|_| Vec::new()).collect();
     for round in 0..options.runs {
         for i in round_order(clients.len(), round) {
-            match run_once(clients[i], &target, count as u64) {
+            match run_once(clients[i], &target, &server, count as u64) {
                 Ok(s) => {
                     progress(&format!(
                         "{} round {}: {:<18} {:>12.0} msgs/s {:>8.3} us/msg{} {:>5} waits {:>4} \
-                         preempted{}",
+                         preempted{}{}",
                         scenario.name(),
                         round + 1,
                         clients[i].name,
@@ -450,9 +574,18 @@ pub fn run_scenario(
                         s.waits,
                         s.preemptions,
                         if s.shared { " (shared CPU)" } else { "" },
+                        s.server_cpu_us_per_msg.zip(s.server_busy).map_or_else(
+                            String::new,
+                            |(cpu, busy)| format!(
+                                "; server {cpu:.3} us/msg, busy {:.0}%",
+                                100.0 * busy
+                            )
+                        ),
                     ));
                     by_round[i].push(Some(s.cpu_us_per_msg));
                     shared_by_round[i].push(s.shared);
+                    server_by_round[i].push((s.server_cpu_us_per_msg, s.server_busy));
+                    waits_by_round[i].push(Some(s.waits));
                     samples[i].push(s);
                 }
                 Err(e) => {
@@ -463,6 +596,8 @@ pub fn run_scenario(
                     ));
                     by_round[i].push(None);
                     shared_by_round[i].push(false);
+                    server_by_round[i].push((None, None));
+                    waits_by_round[i].push(None);
                     failures[i].push(e);
                 }
             }
@@ -480,10 +615,18 @@ pub fn run_scenario(
         .zip(samples)
         .zip(by_round)
         .zip(shared_by_round)
+        .zip(server_by_round)
+        .zip(waits_by_round)
         .zip(failures)
         .zip(instructions)
         .map(
-            |(((((c, s), cpu_by_round), shared_by_round), failures), instructions_per_msg)| {
+            |(
+                (
+                    (((((c, s), cpu_by_round), shared_by_round), server_by_round), waits_by_round),
+                    failures,
+                ),
+                instructions_per_msg,
+            )| {
                 let cpu: Vec<f64> = cpu_by_round.iter().flatten().copied().collect();
                 let mps: Vec<f64> = s.iter().map(|x| x.msgs_per_s).collect();
                 let mean_payload = s
@@ -501,6 +644,9 @@ pub fn run_scenario(
                     msgs_per_s_range: range(&mps),
                     cpu_by_round,
                     shared_by_round,
+                    server_cpu_by_round: server_by_round.iter().map(|&(c, _)| c).collect(),
+                    server_busy_by_round: server_by_round.iter().map(|&(_, b)| b).collect(),
+                    waits_by_round,
                     read_buffer_bytes: s.last().and_then(|x| x.read_buffer),
                     instructions_per_msg,
                     failures,
@@ -849,7 +995,7 @@ mod tests {
             read_buffer_bytes: Some(4096),
             reads: Some(reads),
         };
-        let s = Sample::of(&w, 1_001, &extra);
+        let s = Sample::of(&w, 1_001, &extra, Some(Duration::from_millis(8)));
         assert!((s.msgs_per_s - 100_000.0).abs() < 1e-6, "{}", s.msgs_per_s);
         assert!(
             (s.cpu_us_per_msg - 5.0).abs() < 1e-9,
@@ -865,7 +1011,7 @@ mod tests {
             preemptions: 3,
             ..w
         };
-        assert!(Sample::of(&preempted, 1_001, &extra).shared);
+        assert!(Sample::of(&preempted, 1_001, &extra, None).shared);
     }
 
     #[test]
@@ -899,6 +1045,62 @@ mod tests {
             ..row
         };
         assert_eq!(always_shared.cpu_us_per_msg_alone(), None);
+    }
+
+    #[test]
+    fn the_wake_fit_recovers_the_cost_of_a_message_and_of_a_wait() {
+        // 1,000 messages a run at 0.03 µs each, and 5 µs a wait; a shared round and a failed
+        // one are left out.
+        let waits = [10u64, 200, 50, 120, 0, 80, 999];
+        let cpu: Vec<Option<f64>> = waits
+            .iter()
+            .map(|&w| Some((1_000.0 * 0.03 + 5.0 * w as f64) / 1_000.0))
+            .collect();
+        let mut row = Row {
+            messages: 1_000,
+            ..Row::of_rounds("c", false, &cpu)
+        };
+        row.waits_by_round = waits.iter().map(|&w| Some(w)).collect();
+        row.shared_by_round[6] = true;
+        row.cpu_by_round[6] = Some(50.0);
+        // Server-paced rounds only: one where the server was busy half the window is out.
+        row.server_busy_by_round = vec![Some(1.0); 7];
+        row.server_busy_by_round[5] = Some(0.5);
+        row.cpu_by_round[5] = Some(9.0);
+        row.cpu_by_round.push(None);
+        row.shared_by_round.push(false);
+        row.waits_by_round.push(None);
+        row.server_busy_by_round.push(None);
+        let fit = row.wake_fit().unwrap();
+        assert!((fit.us_per_msg_at_no_waits - 0.03).abs() < 1e-9, "{fit:?}");
+        assert!((fit.us_per_wait - 5.0).abs() < 1e-9, "{fit:?}");
+        // A round that shared its CPU uncaught (few waits, 2.5 times the CPU) among eight: the
+        // line stays put.
+        let mut outlier = row.clone();
+        for w in [30u64, 150] {
+            outlier
+                .cpu_by_round
+                .push(Some((30.0 + 5.0 * w as f64) / 1_000.0));
+            outlier.shared_by_round.push(false);
+            outlier.waits_by_round.push(Some(w));
+            outlier.server_busy_by_round.push(Some(1.0));
+        }
+        outlier.cpu_by_round.push(Some(0.1));
+        outlier.shared_by_round.push(false);
+        outlier.waits_by_round.push(Some(2));
+        outlier.server_busy_by_round.push(Some(0.95));
+        let fit = outlier.wake_fit().unwrap();
+        assert!((fit.us_per_wait - 5.0).abs() < 1e-9, "{fit:?}");
+        assert!((fit.us_per_msg_at_no_waits - 0.03).abs() < 1e-9, "{fit:?}");
+        // Too few rounds, or no spread in the waits: no line.
+        row.shared_by_round[..2].fill(true);
+        assert_eq!(row.wake_fit(), None);
+        let mut level = Row {
+            messages: 1_000,
+            ..Row::of_rounds("c", false, &[Some(1.0); 6])
+        };
+        level.waits_by_round = vec![Some(7); 6];
+        assert_eq!(level.wake_fit(), None);
     }
 
     #[test]
