@@ -12,6 +12,7 @@
 
 mod clients;
 mod instructions;
+mod pace;
 mod recorder;
 mod report;
 mod runner;
@@ -19,12 +20,12 @@ mod runner;
 pub use clients::{
     Client, Extra, LimitFrames, Reads, RunFn, Target, ALL as CLIENTS, LIMIT_READ_SIZE,
 };
+pub use pace::{common_pace, AtPace, WakeFit, FIT_ROUNDS, SERVER_PACED_BUSY};
 pub use recorder::{Recorder, Window};
 pub use report::{json, machine, markdown, si};
 pub use runner::{
     run, run_latency, run_memory, run_paced_instructions, run_scenario, BenchOptions, LatencyRow,
-    MemoryRow, PacedInstructions, Results, Row, WakeFit, PACED_INSTRUCTIONS_RATE,
-    SERVER_PACED_BUSY, WAKE_FIT_ROUNDS,
+    MemoryRow, PacedInstructions, Results, Row, PACED_INSTRUCTIONS_RATE,
 };
 
 /// Call first in `main`: when this process was started by the benchmark as its replay server

@@ -123,10 +123,10 @@ fn main() -> ExitCode {
                  costs it more than reading one costs the limit), so a round settles with the \
                  client behind its feed, reading full reads and seldom waiting, or caught up, \
                  woken for each piece and reading what has just arrived, at up to 1.3 times \
-                 the CPU per message (`CPU µs/msg at 0 waits` takes the waits out). On \
-                 loopback each read's TCP window update also runs the server's pending \
-                 transmit in the client's softirq. The limit reads {} KiB at a time, feedwire \
-                 up to {} KiB (`max_read_size`), nexus-web up to its 1 MiB buffer.\n",
+                 the CPU per message. On loopback each read's TCP window update also runs the \
+                 server's pending transmit in the client's softirq. The limit reads {} KiB at \
+                 a time, feedwire up to {} KiB (`max_read_size`), nexus-web up to its 1 MiB \
+                 buffer.\n",
                 LIMIT_READ_SIZE / 1024,
                 WsConfig::default().max_read_size / 1024
             )
@@ -207,12 +207,17 @@ fn main() -> ExitCode {
              server CPU (about 50 µs on the machine of these tables, whose idle vCPUs halt: \
              the machine line gives `haltpoll.guest_halt_poll_ns`), so a round settles fast \
              with few waits or slow with many, slow more often for some clients than for \
-             others. `CPU µs/msg at 0 waits` and `µs a wait`: a line through the client's CPU \
-             per run against the times it waited (`getrusage`'s voluntary context switches), \
-             over the rounds it had its CPU to itself while the server was busy 90% of the \
-             window or more (Theil–Sen: the median of the slopes between every two rounds) — \
-             its CPU per message as if always behind its feed, and what each wait added; `× \
-             limit at 0 waits` compares those.\n\n{instructions}{regime}\n\
+             others (each round's line on the terminal gives the client's waits, `getrusage`'s \
+             voluntary context switches; the JSON a line through each client's CPU per run \
+             against them, `cpu_us_per_msg_at_no_waits`, `cpu_us_per_wait`, `wake_fit_r`). \
+             So the medians compare clients at different paces. `CPU µs/msg at one pace` and \
+             its ratios to the limit and the best peer compare them at one: each client's CPU \
+             per message read off a line (Theil–Sen) through its rounds against their wall \
+             time per message — the rounds in which it had its CPU to itself and the server \
+             was busy 90% of the window or more — at the median wall time per message of all \
+             such rounds of the scenario (the heading gives it in msgs/s); `*` where that pace \
+             lies outside the client's rounds and its line is carried on.\n\n\
+             {instructions}{regime}\n\
              The feedwire rows include \
              the whole stream machine (classification, statistics, timers, reconnection) and \
              read data lent in place (`handle_read_with`, `Delivery::Lend`, `drive_lending`), \

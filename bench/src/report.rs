@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::pace::common_pace;
 use crate::runner::{
     median, LatencyRow, MemoryRow, PacedInstructions, Results, Row, PACED_INSTRUCTIONS_RATE,
 };
@@ -119,16 +120,21 @@ pub fn markdown(results: &Results) -> String {
             .filter(|r| r.scenario == scenario)
             .collect();
         let first = rows[0];
+        let pace = common_pace(&rows);
         let _ = writeln!(
             out,
-            "\n### {scenario} ({:.2} KB mean payload, {} msgs per run, median of {} rounds)\n",
+            "\n### {scenario} ({:.2} KB mean payload, {} msgs per run, median of {} rounds{})\n",
             first.mean_payload / 1000.0,
             first.messages,
-            rows.iter().map(|r| r.runs()).max().unwrap_or(0)
+            rows.iter().map(|r| r.runs()).max().unwrap_or(0),
+            pace.map_or(String::new(), |p| format!(
+                "; one pace: {} msgs/s",
+                si(1e6 / p)
+            ))
         );
         let counted = rows.iter().any(|r| r.instructions_per_msg.is_some());
         out.push_str(
-            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | paired × best peer | rounds ahead | shared CPU | CPU µs/msg alone | server µs/msg | server busy | CPU µs/msg at 0 waits | × limit at 0 waits | µs a wait |",
+            "| client | msgs/s | CPU µs/msg | CPU min–max | × limit | × best peer | paired × best peer | rounds ahead | shared CPU | CPU µs/msg alone | server µs/msg | server busy | CPU µs/msg at one pace | × limit at one pace | × best peer at one pace |",
         );
         out.push_str(if counted {
             " instructions/msg | instr. × best peer |\n\
@@ -139,6 +145,14 @@ pub fn markdown(results: &Results) -> String {
         let lim = limit(&results.rows, scenario);
         let peer = best_peer(&results.rows, scenario);
         let fewest = fewest_instructions_of_peers(&rows);
+        let at_pace = |r: &Row| pace.and_then(|p| r.cpu_at_pace(p));
+        let limit_at_pace = lim.and_then(at_pace);
+        let best_peer_at_pace = rows
+            .iter()
+            .filter(|r| r.peer)
+            .filter_map(|r| at_pace(r))
+            .map(|a| a.us_per_msg)
+            .min_by(f64::total_cmp);
         for r in rows {
             let instructions = if counted {
                 instruction_cells(r, fewest)
@@ -171,19 +185,24 @@ pub fn markdown(results: &Results) -> String {
             let busy = r
                 .server_busy()
                 .map_or("—".to_owned(), |x| format!("{:.0}%", 100.0 * x));
-            let fit = r.wake_fit();
-            let at_no_waits = fit.map_or("—".to_owned(), |f| {
-                format!("{:.3}", f.us_per_msg_at_no_waits)
+            let mine = at_pace(r);
+            let paced = mine.map_or("—".to_owned(), |a| {
+                format!("{:.3}{}", a.us_per_msg, if a.within { "" } else { "*" })
             });
-            let fit_ratio = fit
-                .zip(lim.and_then(Row::wake_fit))
-                .map_or("—".to_owned(), |(f, l)| {
-                    format!("{:.2}", f.us_per_msg_at_no_waits / l.us_per_msg_at_no_waits)
-                });
-            let per_wait = fit.map_or("—".to_owned(), |f| format!("{:.1}", f.us_per_wait));
+            let ratio_at = |base: Option<f64>| {
+                mine.zip(base).map_or("—".to_owned(), |(a, b)| {
+                    format!("{:.2}", a.us_per_msg / b)
+                })
+            };
+            let paced_limit = ratio_at(limit_at_pace.map(|a| a.us_per_msg));
+            let paced_peer = if r.peer {
+                "—".to_owned()
+            } else {
+                ratio_at(best_peer_at_pace)
+            };
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} | {paired} | {ahead} | {}/{} | {alone} | {server} | {busy} | {at_no_waits} | {fit_ratio} | {per_wait} |{instructions}",
+                "| {} | {} | {:.3} | {:.3}–{:.3} | {} | {} | {paired} | {ahead} | {}/{} | {alone} | {server} | {busy} | {paced} | {paced_limit} | {paced_peer} |{instructions}",
                 r.client,
                 si(r.msgs_per_s),
                 r.cpu_us_per_msg,
@@ -359,6 +378,18 @@ struct JsonRow<'a> {
     /// [`Row::wake_fit`].
     #[serde(skip_serializing_if = "Option::is_none")]
     cpu_us_per_wait: Option<f64>,
+    /// [`Row::wake_fit`]: how closely the rounds follow the line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wake_fit_r: Option<f64>,
+    /// The scenario's [`common_pace`], msgs/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pace_msgs_per_s: Option<f64>,
+    /// [`Row::cpu_at_pace`] at it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_us_per_msg_at_pace: Option<f64>,
+    /// Whether that pace lies within the client's rounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pace_within_rounds: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instructions_per_msg: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -369,13 +400,28 @@ struct JsonRow<'a> {
 /// `cpu_us_per_msg`, `spread` = min/max over rounds; `rounds_ahead` and
 /// `paired_vs_best_peer` for the rows that are not peers; `shared_cpu_rounds` and
 /// `cpu_us_per_msg_alone` (see [`Row::shared_rounds`]); `server_cpu_us_per_msg` and
-/// `server_busy`, what serving the client cost the replay server; `cpu_us_per_msg_at_no_waits`
-/// and `cpu_us_per_wait` (see [`Row::wake_fit`]); `instructions_per_msg` when
+/// `server_busy`, what serving the client cost the replay server; `cpu_us_per_msg_at_no_waits`,
+/// `cpu_us_per_wait` and `wake_fit_r` (see [`Row::wake_fit`]); `pace_msgs_per_s`,
+/// `cpu_us_per_msg_at_pace` and `pace_within_rounds` (see [`Row::cpu_at_pace`]);
+/// `instructions_per_msg` when
 /// counted, and on `small_aggtrade` rows `paced_instructions_per_msg`, the count at a read
 /// per message). Latency runs appear as scenario
 /// `small_aggtrade@<rate>/s` with `p50_us`, `p99_us`, `p999_us`; `huge_ticker_arr` rows
 /// carry `peak_rss_bytes` from the memory runs.
 pub fn json(results: &Results) -> String {
+    let paces: Vec<(&str, Option<f64>)> = scenarios(&results.rows)
+        .into_iter()
+        .map(|s| {
+            let rows: Vec<&Row> = results.rows.iter().filter(|r| r.scenario == s).collect();
+            (s, common_pace(&rows))
+        })
+        .collect();
+    let pace_of = |scenario: &str| {
+        paces
+            .iter()
+            .find(|(s, _)| *s == scenario)
+            .and_then(|(_, p)| *p)
+    };
     let mut rows: Vec<JsonRow<'_>> = results
         .rows
         .iter()
@@ -405,6 +451,14 @@ pub fn json(results: &Results) -> String {
             server_busy: r.server_busy(),
             cpu_us_per_msg_at_no_waits: r.wake_fit().map(|f| f.us_per_msg_at_no_waits),
             cpu_us_per_wait: r.wake_fit().map(|f| f.us_per_wait),
+            wake_fit_r: r.wake_fit().map(|f| f.r),
+            pace_msgs_per_s: pace_of(&r.scenario).map(|p| 1e6 / p),
+            cpu_us_per_msg_at_pace: pace_of(&r.scenario)
+                .and_then(|p| r.cpu_at_pace(p))
+                .map(|a| a.us_per_msg),
+            pace_within_rounds: pace_of(&r.scenario)
+                .and_then(|p| r.cpu_at_pace(p))
+                .map(|a| a.within),
             instructions_per_msg: r.instructions_per_msg,
             paced_instructions_per_msg: (r.scenario == "small_aggtrade")
                 .then(|| {
@@ -449,6 +503,10 @@ pub fn json(results: &Results) -> String {
             server_busy: None,
             cpu_us_per_msg_at_no_waits: None,
             cpu_us_per_wait: None,
+            wake_fit_r: None,
+            pace_msgs_per_s: None,
+            cpu_us_per_msg_at_pace: None,
+            pace_within_rounds: None,
             instructions_per_msg: None,
             paced_instructions_per_msg: None,
         });
@@ -664,14 +722,8 @@ mod tests {
             table.contains("| rounds ahead | shared CPU | CPU µs/msg alone |"),
             "{table}"
         );
-        assert!(
-            table.contains(" | 1/3 | 1.500 | — | — | — | — | — |\n"),
-            "{table}"
-        );
-        assert!(
-            table.contains(" | 2/2 | — | — | — | — | — | — |\n"),
-            "{table}"
-        );
+        assert!(table.contains(" | 1/3 | 1.500 | — | — | — | — | — |\n"), "{table}");
+        assert!(table.contains(" | 2/2 | — | — | — | — | — | — |\n"), "{table}");
     }
 
     #[test]
@@ -686,9 +738,7 @@ mod tests {
             ..Results::default()
         });
         assert!(
-            table.contains(
-                "| CPU µs/msg alone | server µs/msg | server busy | CPU µs/msg at 0 waits"
-            ),
+            table.contains("| CPU µs/msg alone | server µs/msg | server busy | CPU µs/msg at"),
             "{table}"
         );
         assert!(
@@ -705,35 +755,71 @@ mod tests {
     }
 
     #[test]
-    fn the_table_and_json_give_the_cost_at_no_waits_and_a_wait() {
-        // 1,000 messages a run: the limit 0.02 µs each and 4 µs a wait, ours 0.03 and 6.
-        let fitted = |client, per_msg: f64, per_wait: f64| {
-            let waits = [0u64, 100, 50, 200, 10];
-            let cpu: Vec<Option<f64>> = waits
-                .iter()
-                .map(|&w| Some(per_msg + per_wait * w as f64 / 1_000.0))
-                .collect();
-            let mut r = Row {
-                messages: 1_000,
-                ..row(client, false, &cpu)
-            };
-            r.waits_by_round = waits.iter().map(|&w| Some(w)).collect();
-            r
+    fn the_json_gives_the_cost_at_no_waits_and_a_wait() {
+        // 1,000 messages a run at 0.03 µs each and 6 µs a wait, exactly.
+        let waits = [0u64, 100, 50, 200, 10];
+        let cpu: Vec<Option<f64>> = waits
+            .iter()
+            .map(|&w| Some(0.03 + 6.0 * w as f64 / 1_000.0))
+            .collect();
+        let mut ours = Row {
+            messages: 1_000,
+            ..row("ours", false, &cpu)
         };
+        ours.waits_by_round = waits.iter().map(|&w| Some(w)).collect();
         let results = Results {
-            rows: vec![fitted("limit", 0.02, 4.0), fitted("ours", 0.03, 6.0)],
+            rows: vec![ours],
             ..Results::default()
         };
-        let table = markdown(&results);
-        assert!(table.contains(" | 0.020 | 1.00 | 4.0 |\n"), "{table}");
-        assert!(table.contains(" | 0.030 | 1.50 | 6.0 |\n"), "{table}");
         let parsed: serde_json::Value = serde_json::from_str(&json(&results)).unwrap();
         let close = |v: &serde_json::Value, x: f64| (v.as_f64().unwrap() - x).abs() < 1e-9;
         assert!(
-            close(&parsed[1]["cpu_us_per_msg_at_no_waits"], 0.03),
+            close(&parsed[0]["cpu_us_per_msg_at_no_waits"], 0.03),
             "{parsed}"
         );
-        assert!(close(&parsed[1]["cpu_us_per_wait"], 6.0), "{parsed}");
+        assert!(close(&parsed[0]["cpu_us_per_wait"], 6.0), "{parsed}");
+        assert!(close(&parsed[0]["wake_fit_r"], 1.0), "{parsed}");
+        assert!(
+            !markdown(&results).contains("0 waits"),
+            "a model, not a measurement: JSON only"
+        );
+    }
+
+    #[test]
+    fn the_table_and_json_compare_every_client_at_one_pace() {
+        // CPU per message 0.1 µs per µs of wall time a message above 0.02 (limit), 0.03
+        // (ours) and 0.04 (peer), each at 1, 2, 0.5, 0.25 and 4 M msgs/s: one pace, the
+        // median wall time, is 1 µs a message.
+        let paced = |client, peer, base: f64| {
+            let mps = [1e6, 2e6, 0.5e6, 0.25e6, 4e6];
+            let cpu: Vec<Option<f64>> = mps.iter().map(|m| Some(base + 0.1 * 1e6 / m)).collect();
+            let mut r = row(client, peer, &cpu);
+            r.msgs_per_s_by_round = mps.iter().copied().map(Some).collect();
+            r
+        };
+        let results = Results {
+            rows: vec![
+                paced("limit", false, 0.02),
+                paced("ours", false, 0.03),
+                paced("peer", true, 0.04),
+            ],
+            ..Results::default()
+        };
+        let table = markdown(&results);
+        assert!(table.contains("rounds; one pace: 1.00M msgs/s)"), "{table}");
+        assert!(
+            table.contains("| ours |") && table.contains(" | 0.130 | 1.08 | 0.93 |\n"),
+            "{table}"
+        );
+        assert!(table.contains(" | 0.140 | 1.17 | — |\n"), "peer: {table}");
+        let parsed: serde_json::Value = serde_json::from_str(&json(&results)).unwrap();
+        let close = |v: &serde_json::Value, x: f64| (v.as_f64().unwrap() - x).abs() < 1e-9;
+        assert!(close(&parsed[1]["pace_msgs_per_s"], 1e6), "{parsed}");
+        assert!(
+            close(&parsed[1]["cpu_us_per_msg_at_pace"], 0.13),
+            "{parsed}"
+        );
+        assert_eq!(parsed[1]["pace_within_rounds"], true);
     }
 
     fn row(client: &'static str, peer: bool, cpu_by_round: &[Option<f64>]) -> Row {

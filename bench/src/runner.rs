@@ -140,6 +140,8 @@ pub struct Row {
     /// Times the client waited (went to sleep) in each round's window, in the same order;
     /// `None` for a round that failed.
     pub waits_by_round: Vec<Option<u64>>,
+    /// Messages per second of each round, in the same order; `None` for a round that failed.
+    pub msgs_per_s_by_round: Vec<Option<f64>>,
     /// Read buffer held after the run (feedwire).
     pub read_buffer_bytes: Option<u64>,
     /// User-space instructions per message (callgrind), when counted.
@@ -172,6 +174,7 @@ impl Row {
             server_cpu_by_round: vec![None; cpu_by_round.len()],
             server_busy_by_round: vec![None; cpu_by_round.len()],
             waits_by_round: vec![None; cpu_by_round.len()],
+            msgs_per_s_by_round: vec![None; cpu_by_round.len()],
             read_buffer_bytes: None,
             instructions_per_msg: None,
             failures: Vec::new(),
@@ -211,77 +214,6 @@ impl Row {
     pub fn server_busy(&self) -> Option<f64> {
         median_of_some(&self.server_busy_by_round)
     }
-}
-
-impl Row {
-    /// The client's CPU per run against the times it waited, over the rounds it had its CPU
-    /// to itself while the server set the pace (see [`SERVER_PACED_BUSY`]): a line through
-    /// them (Theil–Sen), `None` from fewer than [`WAKE_FIT_ROUNDS`] rounds or when every round
-    /// waited as often. See [`WakeFit`].
-    pub fn wake_fit(&self) -> Option<WakeFit> {
-        let points: Vec<(f64, f64)> = self
-            .cpu_by_round
-            .iter()
-            .zip(&self.shared_by_round)
-            .zip(&self.waits_by_round)
-            .zip(&self.server_busy_by_round)
-            .filter_map(|(((cpu, shared), waits), busy)| {
-                let server_paced = busy.is_none_or(|b| b >= SERVER_PACED_BUSY);
-                let cpu = cpu.filter(|_| !shared && server_paced)?;
-                Some(((*waits)? as f64, cpu * self.messages as f64))
-            })
-            .collect();
-        if points.len() < WAKE_FIT_ROUNDS {
-            return None;
-        }
-        // Theil–Sen: the median of the slopes between every two rounds, and the median of
-        // what each round leaves for the intercept. A round that shared its CPU without
-        // being caught (few waits, much CPU) moves it far less than a least-squares line.
-        let mut slopes = Vec::new();
-        for (i, a) in points.iter().enumerate() {
-            for b in &points[i + 1..] {
-                if a.0 != b.0 {
-                    slopes.push((b.1 - a.1) / (b.0 - a.0));
-                }
-            }
-        }
-        if slopes.is_empty() {
-            return None;
-        }
-        let us_per_wait = median(slopes);
-        let at_no_waits = median(points.iter().map(|p| p.1 - us_per_wait * p.0).collect());
-        Some(WakeFit {
-            us_per_msg_at_no_waits: at_no_waits / self.messages.max(1) as f64,
-            us_per_wait,
-        })
-    }
-}
-
-/// Fewest rounds a [`WakeFit`] is drawn from.
-pub const WAKE_FIT_ROUNDS: usize = 5;
-
-/// Share of a round's window the replay server was on a CPU from which the server set the
-/// pace. Where client and server had a CPU each, the server was busy 99-102% of every window
-/// (0.3 KB and 1 KB, pinned and not: its cost, not the client's, set the pace); where they
-/// took turns on one CPU, 23-54%, sometimes with too few preemptions to count as shared (a
-/// server that runs whenever the client sleeps does not preempt it).
-pub const SERVER_PACED_BUSY: f64 = 0.9;
-
-/// What a client's CPU per run does with the number of times it waited for data: the line
-/// `cpu = us_per_msg_at_no_waits × messages + us_per_wait × waits`. On loopback the replay
-/// server sets the pace (it is on a CPU all of a round's window), and each time the client
-/// sleeps, waking it costs the server CPU (about 50 µs on the tables' machine, where idle
-/// vCPUs halt), which slows it, so the client catches up and sleeps again: a round settles
-/// fast with few waits or slow with many, more of them for some clients than for others. The
-/// intercept is the client's CPU per message with no waits, as when it is always behind its
-/// feed; each wait adds `us_per_wait` (the kernel's sleep and wake-up, and the shorter reads
-/// of a caught-up client).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct WakeFit {
-    /// CPU per message at no waits, µs.
-    pub us_per_msg_at_no_waits: f64,
-    /// CPU each wait adds, µs.
-    pub us_per_wait: f64,
 }
 
 /// The median of the values present; `None` when there are none.
@@ -628,6 +560,13 @@ pub fn run_scenario(
                 instructions_per_msg,
             )| {
                 let cpu: Vec<f64> = cpu_by_round.iter().flatten().copied().collect();
+                // A failed round has no sample: the samples line up with the rounds that
+                // completed.
+                let mut completed = s.iter();
+                let msgs_per_s_by_round: Vec<Option<f64>> = cpu_by_round
+                    .iter()
+                    .map(|cpu| cpu.and_then(|_| completed.next().map(|x| x.msgs_per_s)))
+                    .collect();
                 let mps: Vec<f64> = s.iter().map(|x| x.msgs_per_s).collect();
                 let mean_payload = s
                     .first()
@@ -647,6 +586,7 @@ pub fn run_scenario(
                     server_cpu_by_round: server_by_round.iter().map(|&(c, _)| c).collect(),
                     server_busy_by_round: server_by_round.iter().map(|&(_, b)| b).collect(),
                     waits_by_round,
+                    msgs_per_s_by_round,
                     read_buffer_bytes: s.last().and_then(|x| x.read_buffer),
                     instructions_per_msg,
                     failures,
@@ -1045,62 +985,6 @@ mod tests {
             ..row
         };
         assert_eq!(always_shared.cpu_us_per_msg_alone(), None);
-    }
-
-    #[test]
-    fn the_wake_fit_recovers_the_cost_of_a_message_and_of_a_wait() {
-        // 1,000 messages a run at 0.03 µs each, and 5 µs a wait; a shared round and a failed
-        // one are left out.
-        let waits = [10u64, 200, 50, 120, 0, 80, 999];
-        let cpu: Vec<Option<f64>> = waits
-            .iter()
-            .map(|&w| Some((1_000.0 * 0.03 + 5.0 * w as f64) / 1_000.0))
-            .collect();
-        let mut row = Row {
-            messages: 1_000,
-            ..Row::of_rounds("c", false, &cpu)
-        };
-        row.waits_by_round = waits.iter().map(|&w| Some(w)).collect();
-        row.shared_by_round[6] = true;
-        row.cpu_by_round[6] = Some(50.0);
-        // Server-paced rounds only: one where the server was busy half the window is out.
-        row.server_busy_by_round = vec![Some(1.0); 7];
-        row.server_busy_by_round[5] = Some(0.5);
-        row.cpu_by_round[5] = Some(9.0);
-        row.cpu_by_round.push(None);
-        row.shared_by_round.push(false);
-        row.waits_by_round.push(None);
-        row.server_busy_by_round.push(None);
-        let fit = row.wake_fit().unwrap();
-        assert!((fit.us_per_msg_at_no_waits - 0.03).abs() < 1e-9, "{fit:?}");
-        assert!((fit.us_per_wait - 5.0).abs() < 1e-9, "{fit:?}");
-        // A round that shared its CPU uncaught (few waits, 2.5 times the CPU) among eight: the
-        // line stays put.
-        let mut outlier = row.clone();
-        for w in [30u64, 150] {
-            outlier
-                .cpu_by_round
-                .push(Some((30.0 + 5.0 * w as f64) / 1_000.0));
-            outlier.shared_by_round.push(false);
-            outlier.waits_by_round.push(Some(w));
-            outlier.server_busy_by_round.push(Some(1.0));
-        }
-        outlier.cpu_by_round.push(Some(0.1));
-        outlier.shared_by_round.push(false);
-        outlier.waits_by_round.push(Some(2));
-        outlier.server_busy_by_round.push(Some(0.95));
-        let fit = outlier.wake_fit().unwrap();
-        assert!((fit.us_per_wait - 5.0).abs() < 1e-9, "{fit:?}");
-        assert!((fit.us_per_msg_at_no_waits - 0.03).abs() < 1e-9, "{fit:?}");
-        // Too few rounds, or no spread in the waits: no line.
-        row.shared_by_round[..2].fill(true);
-        assert_eq!(row.wake_fit(), None);
-        let mut level = Row {
-            messages: 1_000,
-            ..Row::of_rounds("c", false, &[Some(1.0); 6])
-        };
-        level.waits_by_round = vec![Some(7); 6];
-        assert_eq!(level.wake_fit(), None);
     }
 
     #[test]
