@@ -722,8 +722,14 @@ mod tests {
             table.contains("| rounds ahead | shared CPU | CPU µs/msg alone |"),
             "{table}"
         );
-        assert!(table.contains(" | 1/3 | 1.500 | — | — | — | — | — |\n"), "{table}");
-        assert!(table.contains(" | 2/2 | — | — | — | — | — | — |\n"), "{table}");
+        assert!(
+            table.contains(" | 1/3 | 1.500 | — | — | — | — | — |\n"),
+            "{table}"
+        );
+        assert!(
+            table.contains(" | 2/2 | — | — | — | — | — | — |\n"),
+            "{table}"
+        );
     }
 
     #[test]
