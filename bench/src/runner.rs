@@ -479,16 +479,12 @@ pub fn run_scenario(
         .into_iter()
         .filter(|c| c.throughput && if target.lines { c.lines } else { c.websocket })
         .collect();
-    let mut samples: Vec<Vec<Sample>> = clients.iter().map(|_| Vec::new()).collect();
-    let mut by_round: Vec<Vec<Option<f64>>> = clients.iter().map(|_| Vec::new()).collect();
-    let mut shared_by_round: Vec<Vec<bool>> = clients.iter().map(|_| Vec::new()).collect();
-    let mut server_by_round: Vec<Vec<(Option<f64>, Option<f64>)>> =
-        clients.iter().map(|_| Vec::new()).collect();
-    let mut waits_by_round: Vec<Vec<Option<u64>>> = clients.iter().map(|_| Vec::new()).collect();
-    let mut failures: Vec<Vec<String>> = clients.iter().map(|_| Vec::new()).collect();
+    // Each client's rounds in order: the sample, or why the round failed.
+    let mut rounds: Vec<Vec<Result<Sample, String>>> = clients.iter().map(|_| Vec::new()).collect();
     for round in 0..options.runs {
         for i in round_order(clients.len(), round) {
-            match run_once(clients[i], &target, &server, count as u64) {
+            let outcome = run_once(clients[i], &target, &server, count as u64);
+            match &outcome {
                 Ok(s) => {
                     progress(&format!(
                         "{} round {}: {:<18} {:>12.0} msgs/s {:>8.3} us/msg{} {:>5} waits {:>4} \
@@ -514,25 +510,14 @@ pub fn run_scenario(
                             )
                         ),
                     ));
-                    by_round[i].push(Some(s.cpu_us_per_msg));
-                    shared_by_round[i].push(s.shared);
-                    server_by_round[i].push((s.server_cpu_us_per_msg, s.server_busy));
-                    waits_by_round[i].push(Some(s.waits));
-                    samples[i].push(s);
                 }
-                Err(e) => {
-                    progress(&format!(
-                        "{} {}: failed: {e}",
-                        scenario.name(),
-                        clients[i].name
-                    ));
-                    by_round[i].push(None);
-                    shared_by_round[i].push(false);
-                    server_by_round[i].push((None, None));
-                    waits_by_round[i].push(None);
-                    failures[i].push(e);
-                }
+                Err(e) => progress(&format!(
+                    "{} {}: failed: {e}",
+                    scenario.name(),
+                    clients[i].name
+                )),
             }
+            rounds[i].push(outcome);
             // Let the server's side of the previous connection wind down.
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -544,56 +529,65 @@ pub fn run_scenario(
     };
     Ok(clients
         .iter()
-        .zip(samples)
-        .zip(by_round)
-        .zip(shared_by_round)
-        .zip(server_by_round)
-        .zip(waits_by_round)
-        .zip(failures)
+        .zip(rounds)
         .zip(instructions)
-        .map(
-            |(
-                (
-                    (((((c, s), cpu_by_round), shared_by_round), server_by_round), waits_by_round),
-                    failures,
-                ),
-                instructions_per_msg,
-            )| {
-                let cpu: Vec<f64> = cpu_by_round.iter().flatten().copied().collect();
-                // A failed round has no sample: the samples line up with the rounds that
-                // completed.
-                let mut completed = s.iter();
-                let msgs_per_s_by_round: Vec<Option<f64>> = cpu_by_round
-                    .iter()
-                    .map(|cpu| cpu.and_then(|_| completed.next().map(|x| x.msgs_per_s)))
-                    .collect();
-                let mps: Vec<f64> = s.iter().map(|x| x.msgs_per_s).collect();
-                let mean_payload = s
-                    .first()
-                    .map_or(0.0, |x| x.bytes as f64 / x.messages.max(1) as f64);
-                Row {
-                    scenario: scenario.name().to_owned(),
-                    client: c.name,
-                    peer: c.peer,
-                    messages: count as u64,
-                    mean_payload,
-                    msgs_per_s: median(mps.clone()),
-                    cpu_us_per_msg: median(cpu.clone()),
-                    cpu_range: range(&cpu),
-                    msgs_per_s_range: range(&mps),
-                    cpu_by_round,
-                    shared_by_round,
-                    server_cpu_by_round: server_by_round.iter().map(|&(c, _)| c).collect(),
-                    server_busy_by_round: server_by_round.iter().map(|&(_, b)| b).collect(),
-                    waits_by_round,
-                    msgs_per_s_by_round,
-                    read_buffer_bytes: s.last().and_then(|x| x.read_buffer),
-                    instructions_per_msg,
-                    failures,
-                }
-            },
-        )
+        .map(|((c, rounds), instructions_per_msg)| {
+            row_of(scenario, c, count as u64, &rounds, instructions_per_msg)
+        })
         .collect())
+}
+
+/// A client's row of `scenario` from its `rounds` in order (a failed round: why).
+fn row_of(
+    scenario: Scenario,
+    client: &Client,
+    messages: u64,
+    rounds: &[Result<Sample, String>],
+    instructions_per_msg: Option<f64>,
+) -> Row {
+    let each = |f: fn(&Sample) -> f64| -> Vec<Option<f64>> {
+        rounds.iter().map(|r| r.as_ref().ok().map(f)).collect()
+    };
+    let done: Vec<&Sample> = rounds.iter().filter_map(|r| r.as_ref().ok()).collect();
+    let cpu: Vec<f64> = done.iter().map(|s| s.cpu_us_per_msg).collect();
+    let mps: Vec<f64> = done.iter().map(|s| s.msgs_per_s).collect();
+    Row {
+        scenario: scenario.name().to_owned(),
+        client: client.name,
+        peer: client.peer,
+        messages,
+        mean_payload: done
+            .first()
+            .map_or(0.0, |x| x.bytes as f64 / x.messages.max(1) as f64),
+        msgs_per_s: median(mps.clone()),
+        cpu_us_per_msg: median(cpu.clone()),
+        cpu_range: range(&cpu),
+        msgs_per_s_range: range(&mps),
+        cpu_by_round: each(|s| s.cpu_us_per_msg),
+        shared_by_round: rounds
+            .iter()
+            .map(|r| r.as_ref().is_ok_and(|s| s.shared))
+            .collect(),
+        server_cpu_by_round: rounds
+            .iter()
+            .map(|r| r.as_ref().ok().and_then(|s| s.server_cpu_us_per_msg))
+            .collect(),
+        server_busy_by_round: rounds
+            .iter()
+            .map(|r| r.as_ref().ok().and_then(|s| s.server_busy))
+            .collect(),
+        waits_by_round: rounds
+            .iter()
+            .map(|r| r.as_ref().ok().map(|s| s.waits))
+            .collect(),
+        msgs_per_s_by_round: each(|s| s.msgs_per_s),
+        read_buffer_bytes: done.last().and_then(|x| x.read_buffer),
+        instructions_per_msg,
+        failures: rounds
+            .iter()
+            .filter_map(|r| r.as_ref().err().cloned())
+            .collect(),
+    }
 }
 
 /// Most counts of a client's instructions per message whose median is reported (fewer when
@@ -952,6 +946,47 @@ mod tests {
             ..w
         };
         assert!(Sample::of(&preempted, 1_001, &extra, None).shared);
+    }
+
+    /// Every per-round column of a row lines up with the rounds, a failed round included: the
+    /// lines through a client's rounds pair each round's CPU with its own pace and waits.
+    #[test]
+    fn a_rows_rounds_line_up_past_a_failed_round() {
+        let sample = |cpu: f64, mps: f64, waits: u64, shared: bool| Sample {
+            msgs_per_s: mps,
+            cpu_us_per_msg: cpu,
+            messages: 10,
+            bytes: 2_000,
+            read_buffer: Some(4096),
+            reads: None,
+            waits,
+            preemptions: 0,
+            shared,
+            server_cpu_us_per_msg: Some(cpu * 2.0),
+            server_busy: Some(1.0),
+        };
+        let rounds = vec![
+            Ok(sample(1.0, 100.0, 5, false)),
+            Err("stalled".to_owned()),
+            Ok(sample(3.0, 300.0, 7, true)),
+        ];
+        let client = crate::CLIENTS.iter().find(|c| c.name == "limit").unwrap();
+        let row = row_of(Scenario::SmallAggTrade, client, 10, &rounds, None);
+        assert_eq!(row.cpu_by_round, [Some(1.0), None, Some(3.0)]);
+        assert_eq!(row.msgs_per_s_by_round, [Some(100.0), None, Some(300.0)]);
+        assert_eq!(row.waits_by_round, [Some(5), None, Some(7)]);
+        assert_eq!(row.shared_by_round, [false, false, true]);
+        assert_eq!(row.server_cpu_by_round, [Some(2.0), None, Some(6.0)]);
+        assert_eq!(row.server_busy_by_round, [Some(1.0), None, Some(1.0)]);
+        assert_eq!(row.failures, ["stalled"]);
+        assert_eq!(
+            (row.runs(), row.cpu_us_per_msg, row.msgs_per_s),
+            (2, 2.0, 200.0)
+        );
+        assert_eq!(
+            (row.mean_payload, row.read_buffer_bytes),
+            (200.0, Some(4096))
+        );
     }
 
     #[test]
