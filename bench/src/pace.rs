@@ -11,12 +11,12 @@
 use crate::runner::{median, Row};
 
 /// Share of a round's window the replay server was on a CPU from which the server set the
-/// pace. Where client and server had a CPU each, the server was busy 97-101% of the windows
+/// pace. Where client and server had a CPU each, the server was busy 96-102% of the windows
 /// of every client reading a small message in under 0.06 µs (10th to 90th percentile, every
-/// WebSocket scenario but 454 KB, at 91-101%; pinned and not); the slower peers set the pace
-/// themselves on 0.2 and 0.3 KB (24-76%), and where client and server took turns on one CPU
-/// it was 23-54%, sometimes with too few preemptions to count as shared (a server that runs
-/// whenever the client sleeps does not preempt it).
+/// WebSocket scenario but 454 KB, at 91-101%; pinned and not; the tables at `88ba54b`); the
+/// slower peers set the pace themselves on 0.2 and 0.3 KB (23-90%), and where client and
+/// server took turns on one CPU it was 23-54%, sometimes with too few preemptions to count as
+/// shared (a server that runs whenever the client sleeps does not preempt it).
 pub const SERVER_PACED_BUSY: f64 = 0.9;
 
 /// Fewest rounds a line is drawn through.
