@@ -425,50 +425,51 @@ pub fn json(results: &Results) -> String {
     let mut rows: Vec<JsonRow<'_>> = results
         .rows
         .iter()
-        .map(|r| JsonRow {
-            scenario: &r.scenario,
-            client: r.client,
-            msgs_per_s: r.msgs_per_s,
-            cpu_us_per_msg: r.cpu_us_per_msg,
-            spread: Spread {
-                cpu_us_per_msg: [r.cpu_range.0, r.cpu_range.1],
-                msgs_per_s: [r.msgs_per_s_range.0, r.msgs_per_s_range.1],
-            },
-            runs: r.runs(),
-            p50_us: None,
-            p99_us: None,
-            p999_us: None,
-            peak_rss_bytes: (r.scenario == "huge_ticker_arr")
-                .then(|| results.memory.iter().find(|m| m.client == r.client))
-                .flatten()
-                .map(|m| m.peak_rss),
-            read_buffer_bytes: r.read_buffer_bytes,
-            rounds_ahead: rounds_ahead(&results.rows, r).map(|(a, n)| [a, n]),
-            paired_vs_best_peer: paired_ratio(r, best_peer(&results.rows, &r.scenario)),
-            shared_cpu_rounds: Some(r.shared_rounds()),
-            cpu_us_per_msg_alone: r.cpu_us_per_msg_alone(),
-            server_cpu_us_per_msg: r.server_cpu_us_per_msg(),
-            server_busy: r.server_busy(),
-            cpu_us_per_msg_at_no_waits: r.wake_fit().map(|f| f.us_per_msg_at_no_waits),
-            cpu_us_per_wait: r.wake_fit().map(|f| f.us_per_wait),
-            wake_fit_r: r.wake_fit().map(|f| f.r),
-            pace_msgs_per_s: pace_of(&r.scenario).map(|p| 1e6 / p),
-            cpu_us_per_msg_at_pace: pace_of(&r.scenario)
-                .and_then(|p| r.cpu_at_pace(p))
-                .map(|a| a.us_per_msg),
-            pace_within_rounds: pace_of(&r.scenario)
-                .and_then(|p| r.cpu_at_pace(p))
-                .map(|a| a.within),
-            instructions_per_msg: r.instructions_per_msg,
-            paced_instructions_per_msg: (r.scenario == "small_aggtrade")
-                .then(|| {
-                    results
-                        .paced_instructions
-                        .iter()
-                        .find(|p| p.client == r.client)
-                })
-                .flatten()
-                .and_then(|p| p.instructions_per_msg),
+        .map(|r| {
+            let fit = r.wake_fit();
+            let pace = pace_of(&r.scenario);
+            let at_pace = pace.and_then(|p| r.cpu_at_pace(p));
+            JsonRow {
+                scenario: &r.scenario,
+                client: r.client,
+                msgs_per_s: r.msgs_per_s,
+                cpu_us_per_msg: r.cpu_us_per_msg,
+                spread: Spread {
+                    cpu_us_per_msg: [r.cpu_range.0, r.cpu_range.1],
+                    msgs_per_s: [r.msgs_per_s_range.0, r.msgs_per_s_range.1],
+                },
+                runs: r.runs(),
+                p50_us: None,
+                p99_us: None,
+                p999_us: None,
+                peak_rss_bytes: (r.scenario == "huge_ticker_arr")
+                    .then(|| results.memory.iter().find(|m| m.client == r.client))
+                    .flatten()
+                    .map(|m| m.peak_rss),
+                read_buffer_bytes: r.read_buffer_bytes,
+                rounds_ahead: rounds_ahead(&results.rows, r).map(|(a, n)| [a, n]),
+                paired_vs_best_peer: paired_ratio(r, best_peer(&results.rows, &r.scenario)),
+                shared_cpu_rounds: Some(r.shared_rounds()),
+                cpu_us_per_msg_alone: r.cpu_us_per_msg_alone(),
+                server_cpu_us_per_msg: r.server_cpu_us_per_msg(),
+                server_busy: r.server_busy(),
+                cpu_us_per_msg_at_no_waits: fit.map(|f| f.us_per_msg_at_no_waits),
+                cpu_us_per_wait: fit.map(|f| f.us_per_wait),
+                wake_fit_r: fit.map(|f| f.r),
+                pace_msgs_per_s: pace.map(|p| 1e6 / p),
+                cpu_us_per_msg_at_pace: at_pace.map(|a| a.us_per_msg),
+                pace_within_rounds: at_pace.map(|a| a.within),
+                instructions_per_msg: r.instructions_per_msg,
+                paced_instructions_per_msg: (r.scenario == "small_aggtrade")
+                    .then(|| {
+                        results
+                            .paced_instructions
+                            .iter()
+                            .find(|p| p.client == r.client)
+                    })
+                    .flatten()
+                    .and_then(|p| p.instructions_per_msg),
+            }
         })
         .collect();
     let names: Vec<String> = results
