@@ -204,8 +204,9 @@ fn main() -> ExitCode {
              client's window the server was on a CPU, medians over the rounds. Where each had \
              a CPU of its own the server was busy all of every window: it, not the client, \
              set the pace, and each time the client caught up and slept, waking it cost the \
-             server CPU (about 50 µs on the machine of these tables, whose idle vCPUs halt: \
-             the machine line gives `haltpoll.guest_halt_poll_ns`), so a round settles fast \
+             server CPU (tens of µs where idle vCPUs halt — 28-68 µs a wait on the VMs of \
+             the committed tables, bench/ANALYSIS.md; the machine line gives \
+             `haltpoll.guest_halt_poll_ns`), so a round settles fast \
              with few waits or slow with many, slow more often for some clients than for \
              others (each round's line on the terminal gives the client's waits, `getrusage`'s \
              voluntary context switches; the JSON a line through each client's CPU per run \

@@ -1,6 +1,6 @@
 //! Comparing clients at one pace. On loopback the replay server, not a fast client, sets the
 //! pace: it is on a CPU all of a round's window, and each time the client catches up and
-//! sleeps, waking it costs the server CPU (about 50 µs on the tables' machine, whose idle
+//! sleeps, waking it costs the server CPU (28-68 µs on the tables' machines, whose idle
 //! vCPUs halt), which slows it, so the client catches up and sleeps again. A round settles
 //! fast, the client behind its feed and seldom waiting, or slow, woken for each piece; the
 //! client's CPU per message follows, and which state its rounds land in differs by client.

@@ -557,8 +557,8 @@ pub fn machine() -> String {
 
 /// How long an idle vCPU of a guest using the `haltpoll` idle driver polls before it halts
 /// (ns; `haltpoll.guest_halt_poll_ns`). At 0 every idle vCPU halts, and waking a task on it
-/// takes an interrupt through the hypervisor: on the machine of these tables that cost the
-/// replay server about 50 µs of CPU each time a client it fed had gone to sleep
+/// takes an interrupt through the hypervisor: on the machines of the committed tables that
+/// cost the replay server 28-68 µs of CPU each time a client it fed had gone to sleep
 /// (bench/ANALYSIS.md).
 fn halt_polling(ns: &str) -> String {
     format!(
