@@ -27,8 +27,9 @@ use crate::recorder::Recorder;
 
 /// Bytes the limit reads per system call.
 pub const READ: usize = 256 * 1024;
-/// Bytes each read's window starts on from the last one's, modulo a page: a multiple of the
-/// cache line, so that every read starts on one, and 64 reads before an offset comes round.
+/// Bytes each read's window starts on from the last one's, modulo a page: seven cache lines,
+/// so that 64 reads pass before an offset comes round, each window as aligned within a cache
+/// line as the buffer itself.
 const WINDOW_SHIFT: usize = 448;
 /// Bytes of a page, the span the windows' starts move in.
 const PAGE: usize = 4096;
@@ -567,7 +568,7 @@ mod tests {
     }
 
     #[test]
-    fn each_read_lands_on_a_cache_line_at_an_offset_the_last_63_reads_did_not_use() {
+    fn each_read_lands_whole_cache_lines_from_the_front_where_the_last_63_reads_did_not() {
         let mut windows = Windows::new();
         let base = windows.buf.as_ptr() as usize;
         let mut start = || {
