@@ -201,23 +201,27 @@ fn main() -> ExitCode {
              µs/msg alone`: the median over the other rounds. `server µs/msg` and `server \
              busy`: what serving the client cost the replay server per message (its threads' \
              CPU time, the scheduler's account, over the connection) and the share of the \
-             client's window the server was on a CPU, medians over the rounds. Where each had \
-             a CPU of its own the server was busy all of every window: it, not the client, \
-             set the pace, and each time the client caught up and slept, waking it cost the \
-             server CPU (tens of µs where idle vCPUs halt — 28-68 µs a wait on the VMs of \
-             the committed tables, bench/ANALYSIS.md; the machine line gives \
+             client's window the server was on a CPU, medians over the rounds. Where the \
+             server was busy all of a client's window it, not the client, set the pace, and \
+             each time the client caught up and slept, waking it cost the server CPU (tens of \
+             µs where idle vCPUs halt — 28-68 µs a wait on the VMs of the earlier committed \
+             tables, bench/ANALYSIS.md; the machine line gives \
              `haltpoll.guest_halt_poll_ns`), so a round settles fast \
              with few waits or slow with many, slow more often for some clients than for \
              others (each round's line on the terminal gives the client's waits, `getrusage`'s \
              voluntary context switches; the JSON a line through each client's CPU per run \
              against them, `cpu_us_per_msg_at_no_waits`, `cpu_us_per_wait`, `wake_fit_r`). \
-             So the medians compare clients at different paces. `CPU µs/msg at one pace` and \
+             So the medians compare clients at different paces. Where the server was not busy \
+             all of it, the client was slower than its feed (nearly every read full) and set \
+             the pace itself: its CPU per message is its own work's. `CPU µs/msg at one pace` and \
              its ratios to the limit and the best peer compare them at one: each client's CPU \
              per message read off a line (Theil–Sen) through its rounds against their wall \
              time per message — the rounds in which it had its CPU to itself and the server \
              was busy 90% of the window or more — at the median wall time per message of all \
              such rounds of the scenario (the heading gives it in msgs/s); `*` where that pace \
-             lies outside the client's rounds and its line is carried on.\n\n\
+             lies outside the client's rounds and its line is carried on. Where the clients set \
+             the pace, CPU and wall time per message are one figure, and the line gives every \
+             client the same: judge those scenarios by the medians.\n\n\
              {instructions}{regime}\n\
              The feedwire rows include \
              the whole stream machine (classification, statistics, timers, reconnection) and \
