@@ -1,5 +1,5 @@
-//! The widest vectors the ASCII check of text messages runs in: the CPU's widest by default,
-//! capped process-wide by [`limit_vector_width`].
+//! The widest vectors the ASCII check of text messages and the line search (the `\n` of a
+//! read) run in: the CPU's widest by default, capped process-wide by [`limit_vector_width`].
 //!
 //! Why a cap: on Skylake-SP and Cascade Lake Xeons any 512-bit instruction lowers the core's
 //! clock for a while after (of the order of a millisecond), and the rest of an application on
@@ -31,11 +31,11 @@ pub enum VectorWidth {
 }
 
 /// The [`VectorWidth`] in use as its `u8`; 0 until first asked. Only ever holds a width the
-/// CPU has: the `unsafe` calls of the AVX2 and AVX-512 checks rely on it.
+/// CPU has: the `unsafe` calls of the AVX2 and AVX-512 checks and line maps rely on it.
 static IN_USE: AtomicU8 = AtomicU8::new(0);
 
-/// The vectors the ASCII check runs in now: the widest this CPU has, or narrower where
-/// [`limit_vector_width`] said so.
+/// The vectors the ASCII check and the line search run in now: the widest this CPU has, or
+/// narrower where [`limit_vector_width`] said so.
 #[inline(always)]
 pub fn vector_width() -> VectorWidth {
     const BITS128: u8 = VectorWidth::Bits128 as u8;
@@ -50,8 +50,8 @@ pub fn vector_width() -> VectorWidth {
     }
 }
 
-/// Holds the ASCII check of every stream in this process to vectors no wider than `widest`
-/// (from each stream's next message on), and returns the width in use now: `widest`, the
+/// Holds the ASCII check and the line search of every stream in this process to vectors no
+/// wider than `widest` (from each stream's next message or read on), and returns the width in use now: `widest`, the
 /// CPU's widest where that is narrower, or the architecture's narrowest where `widest` is
 /// narrower still (on x86-64 SSE2, which every x86-64 has: `Scalar` gives `Bits128`).
 /// `VectorWidth::Bits512` lifts the cap. The setting is a speed trade only: every width

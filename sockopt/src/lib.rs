@@ -24,7 +24,8 @@
 //!
 //! This crate holds one `setsockopt`, one `getsockopt` and one `recv` call, `unsafe` each
 //! (blocking mode, the receive timeout and `sendmsg` go through socket2's safe calls); the
-//! only other `unsafe` in the workspace is core's calls of its AVX2 and AVX-512 ASCII checks.
+//! only other `unsafe` in the workspace is core's: its AVX2 and AVX-512 ASCII checks and line
+//! maps (`lines/newlines.rs`).
 
 use std::io;
 

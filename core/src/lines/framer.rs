@@ -1,4 +1,4 @@
-//! Line splitting over the read buffer's unconsumed bytes, with memchr and a resume cursor.
+//! Line splitting over the read buffer's unconsumed bytes, with a resume cursor.
 //!
 //! Every complete line is found in the call in which its last delimiter byte arrives,
 //! wherever the read boundary fell (a `\r` ending one read and `\n` starting the next
@@ -7,6 +7,7 @@
 
 use std::ops::Range;
 
+use super::newlines::for_each_newline;
 use crate::error::LineError;
 
 /// What ends a line.
@@ -68,13 +69,14 @@ impl LineFramer {
         // reading the fields and taking the range's length (callgrind, `betfair_mcm`).
         let max_line = self.max_line;
         let mut taken_to = 0;
-        for (line, next) in complete_lines(self.delimiter, input, from) {
+        for_each_complete_line(self.delimiter, input, from, |line, next| {
             let line = &input[line];
             if line.len() > max_line || !take(line) {
-                break;
+                return false;
             }
             taken_to = next;
-        }
+            true
+        });
         taken_to
     }
 
@@ -83,12 +85,19 @@ impl LineFramer {
     /// the input again from there, plus what arrived since.
     pub fn split(&mut self, input: &[u8], out: &mut Vec<Range<usize>>) -> Result<usize, LineError> {
         let mut line_start = 0;
-        for (line, next) in complete_lines(self.delimiter, input, self.searched) {
-            if line.len() > self.max_line {
-                return Err(LineError::LineTooLong { max: self.max_line });
+        let mut too_long = false;
+        let max_line = self.max_line;
+        for_each_complete_line(self.delimiter, input, self.searched, |line, next| {
+            if line.len() > max_line {
+                too_long = true;
+                return false;
             }
             out.push(line);
             line_start = next;
+            true
+        });
+        if too_long {
+            return Err(LineError::LineTooLong { max: self.max_line });
         }
         let pending = input.len() - line_start;
         // A pending `\r` may still become part of a delimiter; it is not line content yet.
@@ -102,27 +111,29 @@ impl LineFramer {
     }
 }
 
-/// The complete lines of `input`, searching for delimiters from `from` on (the bytes before it
-/// are known to hold none): each line's range (delimiter excluded) and where the next starts.
+/// Calls `line` with each complete line of `input`, searching for delimiters from `from` on
+/// (the bytes before it are known to hold none): the line's range (delimiter excluded) and
+/// where the next starts, while it returns true.
 #[inline(always)]
-fn complete_lines(
+fn for_each_complete_line(
     delimiter: Delimiter,
     input: &[u8],
     from: usize,
-) -> impl Iterator<Item = (Range<usize>, usize)> + '_ {
+    mut line: impl FnMut(Range<usize>, usize) -> bool,
+) {
     let from = from.min(input.len());
     let mut line_start = 0;
-    memchr::memchr_iter(b'\n', &input[from..]).filter_map(move |nl| {
+    for_each_newline(&input[from..], |nl| {
         let nl = from + nl;
         let end = match delimiter {
             Delimiter::Lf => nl,
             Delimiter::CrLf if nl > line_start && input[nl - 1] == b'\r' => nl - 1,
-            Delimiter::CrLf => return None,
+            Delimiter::CrLf => return true,
         };
-        let line = line_start..end;
+        let range = line_start..end;
         line_start = nl + 1;
-        Some((line, line_start))
-    })
+        line(range, line_start)
+    });
 }
 
 #[cfg(test)]

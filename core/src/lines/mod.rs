@@ -2,6 +2,7 @@
 
 mod client;
 mod framer;
+mod newlines;
 
 pub use client::{LineClient, LineEvent};
 pub use framer::{Delimiter, LineFramer};
