@@ -129,22 +129,25 @@ pub(crate) fn width_lock() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Lifts the cap when dropped, so that a test that changed the width and failed leaves the
+/// CPU's widest in use for the tests after it.
+#[cfg(test)]
+pub(crate) struct LiftCap;
+
+#[cfg(test)]
+impl Drop for LiftCap {
+    fn drop(&mut self) {
+        limit_vector_width(VectorWidth::Bits512);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Lifts the cap when dropped, so that a failing test leaves the CPU's widest in use.
-    struct LiftCap;
-
-    impl Drop for LiftCap {
-        fn drop(&mut self) {
-            limit_vector_width(VectorWidth::Bits512);
-        }
-    }
-
-    /// The one test that changes the process-wide width (every width validates alike, so
-    /// tests that only validate see no difference; those that assert which check runs hold
-    /// [`width_lock`] as this one does).
+    /// Changes the process-wide width, as the line search's tests do (every width validates
+    /// and finds lines alike, so tests that only validate see no difference; those that
+    /// assert which check runs hold [`width_lock`] as this one does).
     #[test]
     fn a_cap_narrows_the_width_and_never_widens_past_the_cpu() {
         let _lock = width_lock();
