@@ -10,6 +10,9 @@ use super::head_scan::{first_key_among, for_each_compact_pair, for_each_pair, va
 use super::head_shape::{Fitted, HeadShapes, KeyRoles};
 use super::rules::{Condition, RouteRules, MAX_EXTRACT_KEYS};
 
+mod lead_key;
+use lead_key::Leads;
+
 /// A response's id, as the message carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ResponseId {
@@ -67,6 +70,8 @@ pub struct Classifier {
     rules: RouteRules,
     needles: Vec<memchr::memmem::Finder<'static>>,
     first_keys: Vec<FirstKey>,
+    /// The first of `first_keys` as the decoder's loop checks them inline.
+    leads: Leads,
     first_key_checks: Vec<FirstKeyCheck>,
     compiled: Compiled,
     /// No first keys and no prefilter: a message is judged by the head shapes alone.
@@ -310,9 +315,14 @@ struct FirstKeyCheck {
 /// Bytes of a head compared at once on the first-key fast path.
 const PREFIX_BYTES: usize = 16;
 
+/// A compact object's opening with `key` first: `{"key":`.
+fn opening(key: &str) -> String {
+    format!("{{\"{key}\":")
+}
+
 impl FirstKey {
     fn new(key: usize, name: &str, needs_scan: bool, checks: Range<usize>) -> Self {
-        let opening = format!("{{\"{name}\":");
+        let opening = opening(name);
         let (prefix, prefix_mask) = if opening.len() <= PREFIX_BYTES {
             let mut word = [0u8; PREFIX_BYTES];
             word[..opening.len()].copy_from_slice(opening.as_bytes());
@@ -339,7 +349,7 @@ impl FirstKey {
     /// Whether a value with second byte `b` may make any of the checks hold.
     #[inline(always)]
     fn may_hold(&self, b: u8) -> bool {
-        self.may_hold[usize::from(b >> 6)] & 1 << (b & 63) != 0
+        lead_key::may_hold(&self.may_hold, b)
     }
 }
 
@@ -412,6 +422,7 @@ impl Classifier {
             })
             .collect();
         Self {
+            leads: Leads::new(&first_keys, &rules.data_first_keys, rules.scan_len),
             rules,
             by_shape_alone: needles.is_empty() && first_keys.is_empty(),
             needles,
@@ -647,12 +658,22 @@ impl Classifier {
 
     /// [`by_first_key`](Self::by_first_key) as two flags, with nothing extracted: the
     /// stream's fast path asks only this for nearly every Binance message, so no `Verdict`
-    /// (80 bytes) is built for it. `payload` is the whole message.
-    #[inline]
+    /// (80 bytes) is built for it, and the leads ([`Leads`]) answer most of them inline, in
+    /// the decoder's loop. `payload` is the whole message.
+    #[inline(always)]
     pub(crate) fn plain_by_first_key(&self, payload: &[u8]) -> Option<FirstKeyFlags> {
         if self.first_keys.is_empty() {
             return None;
         }
+        if self.leads.settle_plain(payload) {
+            return Some(FirstKeyFlags::default());
+        }
+        self.plain_by_first_key_in_general(payload)
+    }
+
+    /// [`plain_by_first_key`](Self::plain_by_first_key) where no lead settles the message.
+    #[inline(never)]
+    fn plain_by_first_key_in_general(&self, payload: &[u8]) -> Option<FirstKeyFlags> {
         self.first_key_flags(&payload[..payload.len().min(self.rules.scan_len)])
     }
 
