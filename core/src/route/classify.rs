@@ -70,7 +70,7 @@ pub struct Classifier {
     rules: RouteRules,
     needles: Vec<memchr::memmem::Finder<'static>>,
     first_keys: Vec<FirstKey>,
-    /// The first of `first_keys` as the decoder's loop checks them inline.
+    /// The first two of `first_keys`, as the decoder's loop checks them inline.
     leads: Leads,
     first_key_checks: Vec<FirstKeyCheck>,
     compiled: Compiled,

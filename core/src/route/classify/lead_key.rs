@@ -228,7 +228,8 @@ mod tests {
             data_first_keys: names(&["e", "e", "stream"]),
             ..binance.clone()
         }));
-        // Only the first two keys are leads; one too long to compare is none, the other is.
+        // Only the first two keys can be leads (`stream`, third, is none); a first key too long
+        // to compare is none, and the second still is one.
         assert!(none(RouteRules {
             data_first_keys: names(&["id", "e", "stream"]),
             ..binance.clone()
