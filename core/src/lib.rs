@@ -29,6 +29,7 @@ mod route;
 mod stream;
 #[doc(hidden)]
 pub mod testing;
+mod text_lane;
 mod tls;
 mod transmit;
 mod utf8;

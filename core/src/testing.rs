@@ -2,6 +2,7 @@
 //! answer the handshake and write unmasked server frames. Not a stable API.
 
 use crate::handshake::accept_key;
+pub use crate::text_lane::{in_vectors, Lane, TextCheck};
 
 /// An unmasked server frame with raw `opcode` bits (reserved ones included, for tests).
 pub fn server_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
@@ -86,9 +87,24 @@ pub struct TextValidator {
 }
 
 impl TextValidator {
-    /// Whether `payload`, a whole message, is valid UTF-8.
+    /// Whether `payload`, a whole message, is valid UTF-8: the check a message gets outside
+    /// the fast lanes (the widest vectors in use asked per message).
     pub fn whole(payload: &[u8]) -> bool {
         crate::utf8::is_valid(payload)
+    }
+
+    /// Whether `payload`, a whole message, is valid UTF-8: the check in a fast lane compiled
+    /// for the widest vectors in use ([`in_vectors`]).
+    pub fn whole_in_lane(payload: &[u8]) -> bool {
+        struct One<'a>(&'a [u8]);
+        impl Lane for One<'_> {
+            type Output = bool;
+            #[inline(always)]
+            fn run<C: TextCheck>(self, check: C) -> bool {
+                check.is_valid(self.0)
+            }
+        }
+        in_vectors(One(payload))
     }
 
     /// The next piece of a message arriving in pieces; false once it cannot be valid (then

@@ -22,6 +22,27 @@ pub(crate) fn is_valid(bytes: &[u8]) -> bool {
     ascii == bytes.len() || simdutf8::basic::from_utf8(&bytes[ascii..]).is_ok()
 }
 
+/// Whether `bytes` is valid UTF-8, its ASCII prefix found by `prefix` from `vector` bytes on
+/// (shorter: the 16-byte check), simdutf8 for the rest. For a fast lane compiled for the
+/// vectors `prefix` runs in ([`crate::text_lane`]).
+#[inline(always)]
+pub(crate) fn is_valid_from(
+    bytes: &[u8],
+    vector: usize,
+    prefix: impl FnOnce(&[u8]) -> usize,
+) -> bool {
+    let ascii = if bytes.len() < vector {
+        if crate::vector::is_ascii(bytes) {
+            bytes.len()
+        } else {
+            0
+        }
+    } else {
+        prefix(bytes)
+    };
+    ascii == bytes.len() || simdutf8::basic::from_utf8(&bytes[ascii..]).is_ok()
+}
+
 /// Bytes the AVX2 check reads before it asks whether to go on (8 vectors): a byte ≥ 0x80
 /// makes simdutf8 read again at most this much, and the question (one mask and branch per
 /// 8 loads) costs ASCII nothing measurable.
@@ -96,26 +117,33 @@ const VECTORS_FROM: usize = 256;
 const INLINE_UP_TO: usize = 512;
 
 /// [`ascii_prefix`] in 32-byte vectors, [`AVX2_STRIDE`] bytes at a time; `bytes` is at
-/// least [`VECTORS_FROM`] long. A machine with AVX-512 runs it only in tests.
+/// least 32 bytes long ([`ascii_prefix`] calls it from [`VECTORS_FROM`] on). A machine with
+/// AVX-512 runs it only in tests. `#[inline]`, for a fast lane compiled for AVX2
+/// ([`crate::text_lane`]): LLVM inlines it there after simplifying it on its own, its
+/// accumulator already in a register; `#[inline(always)]` code is inlined first, and in a
+/// lane's large function the 64-byte check's every OR went through the stack.
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
+#[inline]
 #[allow(unsafe_code)]
-unsafe fn ascii_prefix_avx2(bytes: &[u8]) -> usize {
+pub(crate) unsafe fn ascii_prefix_avx2(bytes: &[u8]) -> usize {
     ascii_prefix_in_strides::<32, AVX2_STRIDE>(bytes)
 }
 
 /// [`ascii_prefix`] in 64-byte vectors, [`AVX512_STRIDE`] bytes at a time; `bytes` is at
-/// least [`VECTORS_FROM`] long.
+/// least 64 bytes long ([`ascii_prefix`] calls it from [`VECTORS_FROM`] on). `#[inline]` for
+/// a fast lane compiled for AVX-512, as [`ascii_prefix_avx2`].
 ///
 /// # Safety
 /// The CPU must support AVX-512 F and BW.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
 #[allow(unsafe_code)]
-unsafe fn ascii_prefix_avx512(bytes: &[u8]) -> usize {
+pub(crate) unsafe fn ascii_prefix_avx512(bytes: &[u8]) -> usize {
     ascii_prefix_in_strides::<64, AVX512_STRIDE>(bytes)
 }
 

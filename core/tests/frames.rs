@@ -371,3 +371,53 @@ fn oversized_control_frame_error_does_not_depend_on_read_splits() {
     assert_eq!(events(&mut whole), expected);
     assert_eq!(events(&mut split), expected);
 }
+
+/// A message whose text is not UTF-8 fails the connection with 1007 from the fast lane too,
+/// in every vector width it can run compiled for, the messages before it delivered: lengths
+/// around the checks' vectors and strides, the bad byte near the end (past the first strides).
+#[test]
+fn section_8_1_invalid_utf8_is_1007_in_every_vector_width() {
+    use feedwire_core::{limit_vector_width, VectorWidth};
+    for cap in [
+        VectorWidth::Bits512,
+        VectorWidth::Bits256,
+        VectorWidth::Bits128,
+    ] {
+        let width = limit_vector_width(cap);
+        for len in [
+            10, 31, 32, 63, 64, 65, 190, 255, 256, 300, 511, 512, 513, 1000, 9000,
+        ] {
+            let ascii = "a".repeat(len);
+            let euro = format!("€{}", &ascii[3..]);
+            let mut invalid = ascii.clone().into_bytes();
+            invalid[len - 2] = 0xFF;
+            let mut bytes = server_frame(true, 1, ascii.as_bytes());
+            bytes.extend_from_slice(&server_frame(true, 1, euro.as_bytes()));
+            bytes.extend_from_slice(&server_frame(true, 1, &invalid));
+            let mut ws = open_client(WsConfig::default());
+            // Whole reads of filler until one read can hold all of it (reads ramp up from
+            // 1 KiB), so that every frame is in the lane's read.
+            while ws.read_buf().len() < bytes.len() {
+                let n = ws.read_buf().len();
+                let header = if n - 4 <= usize::from(u16::MAX) {
+                    4
+                } else {
+                    10
+                };
+                ws.handle_input(&server_frame(true, 1, &vec![b' '; n - header]));
+                assert!(matches!(&events(&mut ws)[..], [Event::Message(_)]));
+            }
+            ws.handle_input(&bytes);
+            let evs = events(&mut ws);
+            assert!(
+                matches!(
+                    &evs[..],
+                    [Event::Message(a), Event::Message(e), Event::Failed(Error::Protocol(ProtocolError::InvalidUtf8))]
+                        if a.payload == ascii.as_bytes() && e.payload == euro.as_bytes()
+                ),
+                "{width:?}, {len} bytes: {evs:?}"
+            );
+        }
+    }
+    limit_vector_width(VectorWidth::Bits512);
+}

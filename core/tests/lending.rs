@@ -439,3 +439,49 @@ fn a_streams_read_buffer_is_released_only_between_whole_frames() {
     h.s.crash("gone", h.now);
     assert!(!h.s.release_read_buffer(h.now), "no connection");
 }
+
+/// The fast lane lends text only once its UTF-8 checks out, in every vector width the lane
+/// can run compiled for (each a build of its own): messages of lengths around the checks'
+/// vectors and strides, valid (ASCII, or with a `€`) and then one that is not — lent up to
+/// it, never it.
+#[test]
+fn the_lane_lends_only_valid_text_in_every_vector_width() {
+    use feedwire_core::{limit_vector_width, VectorWidth};
+    for cap in [
+        VectorWidth::Bits512,
+        VectorWidth::Bits256,
+        VectorWidth::Bits128,
+    ] {
+        let width = limit_vector_width(cap);
+        for len in [
+            10, 31, 32, 63, 64, 65, 190, 255, 256, 300, 511, 512, 513, 1000, 9000,
+        ] {
+            let mut h = binance();
+            // The first data message takes the general path.
+            lend(&mut h, &frames(&[r#"{"e":"trade","t":0}"#]));
+            let ascii = format!(r#"{{"e":"trade","p":"{}"}}"#, "1".repeat(len));
+            let euro = ascii.replacen('1', "€", 1);
+            let mut bytes = frames(&[&ascii, &euro]);
+            let mut invalid = ascii.clone().into_bytes();
+            let at = invalid.len() - 3;
+            invalid[at] = 0xFF;
+            bytes.extend_from_slice(&server_frame(true, 1, &invalid));
+            bytes.extend_from_slice(&frames(&[&ascii]));
+            // Whole reads of filler until one read can hold all of it (reads ramp up from
+            // 1 KiB), so that every frame is in the lane's read.
+            while h.s.read_buf().len() < bytes.len() {
+                let n = h.s.read_buf().len();
+                let header = if n - 4 <= usize::from(u16::MAX) {
+                    4
+                } else {
+                    10
+                };
+                lend(&mut h, &server_frame(true, 1, &vec![b' '; n - header]));
+            }
+            let (lent, _) = lend(&mut h, &bytes);
+            let lent: Vec<&str> = lent.iter().map(|(p, _)| p.as_str()).collect();
+            assert_eq!(lent, [&ascii, &euro], "{width:?}, {len} bytes");
+        }
+    }
+    limit_vector_width(VectorWidth::Bits512);
+}

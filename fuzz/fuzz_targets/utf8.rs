@@ -1,8 +1,9 @@
 //! UTF-8 validation of text messages against the standard library's. The first byte puts an
 //! ASCII run in front of the text (0-8 KiB, so that the text crosses the vector and block
 //! boundaries of the ASCII check), the second says where the message splits into two pieces.
-//! Checks: the whole-message check and the streaming one agree with `std::str::from_utf8`,
-//! in each vector width this CPU runs (AVX-512, AVX2, SSE2 with simdutf8), not only its widest.
+//! Checks: the whole-message check (per message, and in a fast lane compiled for the width)
+//! and the streaming one agree with `std::str::from_utf8`, in each vector width this CPU
+//! runs (AVX-512, AVX2, SSE2 with simdutf8), not only its widest.
 #![no_main]
 
 use feedwire_core::testing::TextValidator;
@@ -18,6 +19,7 @@ fuzz_target!(|input: &[u8]| {
     for cap in [VectorWidth::Bits512, VectorWidth::Bits256, VectorWidth::Bits128] {
         let width = limit_vector_width(cap);
         assert_eq!(TextValidator::whole(&message), expect, "whole message, {width:?}");
+        assert_eq!(TextValidator::whole_in_lane(&message), expect, "in a lane, {width:?}");
         let mut stream = TextValidator::default();
         let streamed = stream.feed(&message[..split]) && stream.feed_last(&message[split..]);
         assert_eq!(streamed, expect, "in two pieces split at {split}, {width:?}");

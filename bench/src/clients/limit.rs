@@ -5,8 +5,9 @@
 //! what reading costs with TLS as rustls's documentation sets it up and no other library.
 //!
 //! `limit-utf8` is the same WebSocket reader plus the UTF-8 validation feedwire gives text
-//! messages ([`TextValidator`]): between the two rows lies the cost of validation, between
-//! `limit-utf8` and a feedwire row the cost of everything else the library does.
+//! messages (its fast lanes' check, [`TextValidator::whole_in_lane`], the walk compiled for
+//! the same vectors): between the two rows lies the cost of validation, between `limit-utf8`
+//! and a feedwire row the cost of everything else the library does.
 //!
 //! Each read lands in a 256 KiB window of a buffer a page longer, the window moved on by
 //! [`WINDOW_SHIFT`] bytes every read ([`Windows`]): the same bytes every read would let a
@@ -20,7 +21,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use feedwire_core::testing::TextValidator;
+use feedwire_core::testing::{in_vectors, Lane, TextCheck, TextValidator};
 
 use super::{err, Extra, Reads, Target, STALL};
 use crate::recorder::Recorder;
@@ -298,13 +299,33 @@ impl Frames {
     }
 
     /// Returns true once the recorder is complete; an error for a text payload that is not
-    /// UTF-8.
-    pub fn feed(&mut self, mut data: &[u8], rec: &mut Recorder) -> Result<bool, String> {
+    /// UTF-8. The walk runs compiled for the vectors feedwire's fast lanes run in, with
+    /// their check of a whole message ([`in_vectors`]), as feedwire's lanes do a read.
+    pub fn feed(&mut self, data: &[u8], rec: &mut Recorder) -> Result<bool, String> {
+        in_vectors(FeedLane {
+            frames: self,
+            data,
+            rec,
+        })
+    }
+
+    /// [`feed`](Self::feed), whole text messages checked with `check`.
+    #[inline(always)]
+    fn feed_in(
+        &mut self,
+        check: impl TextCheck,
+        mut data: &[u8],
+        rec: &mut Recorder,
+    ) -> Result<bool, String> {
         let want_head = rec.wants_head();
         while !data.is_empty() {
             if self.in_frame {
                 let take = (self.left.min(data.len() as u64)) as usize;
-                if self.validate && self.data_frame && self.text && !self.valid(&data[..take]) {
+                if self.validate
+                    && self.data_frame
+                    && self.text
+                    && !self.valid(check, &data[..take])
+                {
                     return Err("a text message is not valid UTF-8".to_owned());
                 }
                 if want_head && self.head_len < HEAD {
@@ -340,7 +361,7 @@ impl Frames {
             self.head_len = 0;
             if len == 0 {
                 (self.left, self.len) = (0, 0);
-                if data_frame && self.validate && self.text && self.fin && !self.valid(&[]) {
+                if data_frame && self.validate && self.text && self.fin && !self.valid(check, &[]) {
                     return Err("a text message is not valid UTF-8".to_owned());
                 }
                 if data_frame && rec.on_message(0, &[]) {
@@ -419,15 +440,32 @@ impl Frames {
     /// Validates `piece` of the current frame's payload, whose unseen bytes (`left`) it
     /// starts at — as feedwire does: a message whole in one read gets the whole-message
     /// check, one in pieces the streaming check.
-    fn valid(&mut self, piece: &[u8]) -> bool {
+    #[inline(always)]
+    fn valid(&mut self, check: impl TextCheck, piece: &[u8]) -> bool {
         let ends_frame = piece.len() as u64 == self.left;
         if !(ends_frame && self.fin) {
             self.utf8.feed(piece)
         } else if self.whole_message && self.left == self.len as u64 {
-            TextValidator::whole(piece)
+            check.is_valid(piece)
         } else {
             self.utf8.feed_last(piece)
         }
+    }
+}
+
+/// One read's walk, for [`in_vectors`].
+struct FeedLane<'a> {
+    frames: &'a mut Frames,
+    data: &'a [u8],
+    rec: &'a mut Recorder,
+}
+
+impl Lane for FeedLane<'_> {
+    type Output = Result<bool, String>;
+
+    #[inline(always)]
+    fn run<C: TextCheck>(self, check: C) -> Self::Output {
+        self.frames.feed_in(check, self.data, self.rec)
     }
 }
 

@@ -18,6 +18,7 @@ use crate::handshake::{accept_key, build_request, encode_key, parse_response, Pa
 use crate::offer::{offer_in_order, Offered, Take, TakeNothing};
 use crate::read_buffer::ReadBuffer;
 use crate::rng::{MaskRng, Seed};
+use crate::text_lane::{in_vectors, Lane, TextCheck};
 use crate::transmit::TransmitQueue;
 use crate::ws::MessageKind;
 
@@ -708,17 +709,22 @@ impl WebSocketClient {
     /// The fast lane: complete, final, unmasked data frames at the front of the buffer go
     /// out in one tight loop (header, UTF-8, slice). It stops before the first frame that is
     /// anything else — or whose text is not valid UTF-8 — and the general decoder takes it
-    /// from there, so every error is reported exactly as without this lane.
+    /// from there, so every error is reported exactly as without this lane. The loop runs
+    /// compiled for the widest vectors in use, the taker inlined ([`crate::text_lane`]).
     fn take_simple_frames<T: Take>(&mut self, take: &mut T) {
-        if T::LENDS {
-            return self.lend_simple_frames(take);
-        }
+        in_vectors(SimpleFrames { client: self, take });
+    }
+
+    /// [`take_simple_frames`](Self::take_simple_frames) for a stream that takes owned
+    /// messages (or none), each text message checked with `check`.
+    #[inline(always)]
+    fn own_simple_frames(&mut self, check: impl TextCheck, take: &mut impl Take) {
         let max = self.decoder.max_unfragmented_payload();
         let filled = self.rb.filled();
         let mut end = 0;
         while let Some((kind, header, len)) = simple_data_frame(&filled[end..], max) {
             let payload = &filled[end + header..end + header + len];
-            if kind == MessageKind::Text && !crate::utf8::is_valid(payload) {
+            if kind == MessageKind::Text && !check.is_valid(payload) {
                 break;
             }
             end += header + len;
@@ -737,18 +743,19 @@ impl WebSocketClient {
         }
     }
 
-    /// The fast lane for a stream that borrows: each frame is validated and lent in one
-    /// pass while it is still in the buffer, and the buffer lets go of the lent frames
-    /// without cutting a slice for any of them. A frame the stream does not take is queued
-    /// (which closes the lane: everything after it is queued behind it).
-    fn lend_simple_frames(&mut self, take: &mut impl Take) {
+    /// The fast lane for a stream that borrows: each frame is validated (with `check`) and lent
+    /// in one pass while it is still in the buffer, and the buffer lets go of the lent
+    /// frames without cutting a slice for any of them. A frame the stream does not take is
+    /// queued (which closes the lane: everything after it is queued behind it).
+    #[inline(always)]
+    fn lend_simple_frames(&mut self, check: impl TextCheck, take: &mut impl Take) {
         let max = self.decoder.max_unfragmented_payload();
         let filled = self.rb.filled();
         let mut end = 0;
         let mut declined = None;
         while let Some((kind, header, len)) = simple_data_frame(&filled[end..], max) {
             let payload = &filled[end + header..end + header + len];
-            if kind == MessageKind::Text && !crate::utf8::is_valid(payload) {
+            if kind == MessageKind::Text && !check.is_valid(payload) {
                 break;
             }
             if !take.lend(payload, Offered::frame(kind == MessageKind::Binary)) {
@@ -829,6 +836,25 @@ fn data_opcode(kind: MessageKind) -> Opcode {
     }
 }
 
+/// The fast lane's loop over one read, for [`in_vectors`]: lending or owning as the taker
+/// does.
+struct SimpleFrames<'a, T> {
+    client: &'a mut WebSocketClient,
+    take: &'a mut T,
+}
+
+impl<T: Take> Lane for SimpleFrames<'_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<C: TextCheck>(self, check: C) {
+        if T::LENDS {
+            self.client.lend_simple_frames(check, self.take);
+        } else {
+            self.client.own_simple_frames(check, self.take);
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

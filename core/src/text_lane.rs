@@ -1,0 +1,354 @@
+//! A fast lane's loop compiled for the widest vectors in use, and the whole-message UTF-8
+//! checks it runs in them.
+//!
+//! Why: the per-message check ([`crate::utf8::is_valid`]) is inlined into code compiled for
+//! x86-64's baseline, so a message below 256 bytes is checked in 16-byte SSE2 vectors (a
+//! 0.2 KB aggTrade: twelve loads), and a longer one pays a call into a function compiled for
+//! AVX2 or AVX-512 and the width's question, per message. Here the question is asked once a
+//! read and the whole loop — frame headers, the check, the stream's classification and the
+//! handler, inlined — runs in a function compiled for the width, so the check of a message of
+//! 64 bytes or more is inline in 64-byte (or 32-byte) vectors: three loads for the aggTrade.
+//!
+//! Public through [`crate::testing`] only, for the benchmark's `limit-utf8` reader, which
+//! validates as the lanes do.
+
+/// The UTF-8 check of a whole text message that a [`Lane`] runs: the same answer in every
+/// width, at that width's speed where the lane runs compiled for it.
+pub trait TextCheck: Copy {
+    /// Whether `bytes` is valid UTF-8.
+    fn is_valid(self, bytes: &[u8]) -> bool;
+}
+
+/// The per-message check ([`crate::utf8::is_valid`]): the widest vectors in use asked per
+/// message. For a lane compiled for x86-64's baseline (no AVX2, a cap to 128-bit vectors, or
+/// another architecture).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PerMessage;
+
+impl TextCheck for PerMessage {
+    #[inline(always)]
+    fn is_valid(self, bytes: &[u8]) -> bool {
+        crate::utf8::is_valid(bytes)
+    }
+}
+
+/// The check in 32-byte vectors from 32 bytes on, for a lane compiled for AVX2. Made only
+/// by [`run_avx2`] (the field is private), so one exists only where the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Avx2(());
+
+#[cfg(target_arch = "x86_64")]
+impl TextCheck for Avx2 {
+    #[inline(always)]
+    fn is_valid(self, bytes: &[u8]) -> bool {
+        crate::utf8::is_valid_from(bytes, 32, |bytes| ascii_prefix(self, bytes))
+    }
+}
+
+/// The check in 64-byte vectors from 64 bytes on, for a lane compiled for AVX-512 (F, BW).
+/// Made only by [`run_avx512`], so one exists only where the CPU has them.
+#[cfg(target_arch = "x86_64")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Avx512(());
+
+#[cfg(target_arch = "x86_64")]
+impl TextCheck for Avx512 {
+    #[inline(always)]
+    fn is_valid(self, bytes: &[u8]) -> bool {
+        crate::utf8::is_valid_from(bytes, 64, |bytes| ascii_prefix(self, bytes))
+    }
+}
+
+/// One width's vector operations for the ASCII check, on its token ([`Avx2`], [`Avx512`]):
+/// a token exists only where the CPU has the width, which makes them safe to call. Written
+/// with intrinsics, whose accumulator is a register value from the start: the byte-array
+/// accumulator of [`crate::utf8`]'s own checks, inlined into a lane's large function before
+/// LLVM had simplified it, stayed in memory there (every OR through the stack).
+#[cfg(target_arch = "x86_64")]
+trait AsciiVectors: Copy {
+    /// Bytes a vector.
+    const WIDTH: usize;
+    /// Bytes a stride (the check asks whether to go on once a stride).
+    const STRIDE: usize;
+    /// A vector register.
+    type V: Copy;
+    /// A vector of zeros.
+    fn zero(self) -> Self::V;
+    /// `acc` ORed with the first `WIDTH` bytes of `bytes` (at least that long).
+    fn or_load(self, acc: Self::V, bytes: &[u8]) -> Self::V;
+    /// Whether a byte of `v` is ≥ 0x80.
+    fn any_high(self, v: Self::V) -> bool;
+}
+
+#[cfg(target_arch = "x86_64")]
+impl AsciiVectors for Avx2 {
+    const WIDTH: usize = 32;
+    const STRIDE: usize = 256;
+    type V = std::arch::x86_64::__m256i;
+
+    #[inline(always)]
+    fn zero(self) -> Self::V {
+        // SAFETY: an `Avx2` exists only where the CPU has AVX2.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::arch::x86_64::_mm256_setzero_si256()
+        }
+    }
+
+    #[inline(always)]
+    fn or_load(self, acc: Self::V, bytes: &[u8]) -> Self::V {
+        let bytes: &[u8; 32] = bytes.first_chunk().expect("a whole vector");
+        // SAFETY: an `Avx2` exists only where the CPU has AVX2; the load reads the 32 bytes
+        // of `bytes`, unaligned.
+        #[allow(unsafe_code)]
+        unsafe {
+            use std::arch::x86_64::{_mm256_loadu_si256, _mm256_or_si256};
+            _mm256_or_si256(acc, _mm256_loadu_si256(bytes.as_ptr().cast()))
+        }
+    }
+
+    #[inline(always)]
+    fn any_high(self, v: Self::V) -> bool {
+        // SAFETY: an `Avx2` exists only where the CPU has AVX2.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::arch::x86_64::_mm256_movemask_epi8(v) != 0
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl AsciiVectors for Avx512 {
+    const WIDTH: usize = 64;
+    const STRIDE: usize = 512;
+    type V = std::arch::x86_64::__m512i;
+
+    #[inline(always)]
+    fn zero(self) -> Self::V {
+        // SAFETY: an `Avx512` exists only where the CPU has AVX-512 F and BW.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::arch::x86_64::_mm512_setzero_si512()
+        }
+    }
+
+    #[inline(always)]
+    fn or_load(self, acc: Self::V, bytes: &[u8]) -> Self::V {
+        let bytes: &[u8; 64] = bytes.first_chunk().expect("a whole vector");
+        // SAFETY: an `Avx512` exists only where the CPU has AVX-512 F and BW; the load reads
+        // the 64 bytes of `bytes`, unaligned.
+        #[allow(unsafe_code)]
+        unsafe {
+            use std::arch::x86_64::{_mm512_loadu_si512, _mm512_or_si512};
+            _mm512_or_si512(acc, _mm512_loadu_si512(bytes.as_ptr().cast()))
+        }
+    }
+
+    #[inline(always)]
+    fn any_high(self, v: Self::V) -> bool {
+        // SAFETY: an `Avx512` exists only where the CPU has AVX-512 F and BW.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::arch::x86_64::_mm512_movepi8_mask(v) != 0
+        }
+    }
+}
+
+/// The length of an ASCII prefix of `bytes` (at least `O::WIDTH` long), as
+/// [`crate::utf8::ascii_prefix`] has it: all of `bytes`, or the whole strides before the
+/// first that holds a byte ≥ 0x80.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn ascii_prefix<O: AsciiVectors>(ops: O, bytes: &[u8]) -> usize {
+    let any_high_in = |part: &[u8]| {
+        let mut vectors = part.chunks_exact(O::WIDTH);
+        let mut acc = ops.zero();
+        for vector in vectors.by_ref() {
+            acc = ops.or_load(acc, vector);
+        }
+        // The rest as one more vector, overlapping bytes already read.
+        if !vectors.remainder().is_empty() {
+            acc = ops.or_load(acc, &part[part.len() - O::WIDTH..]);
+        }
+        ops.any_high(acc)
+    };
+    let mut strides = bytes.chunks_exact(O::STRIDE);
+    let mut ascii = 0;
+    for stride in strides.by_ref() {
+        if any_high_in(stride) {
+            return ascii;
+        }
+        ascii += O::STRIDE;
+    }
+    let rest = strides.remainder().len();
+    if rest == 0 || !any_high_in(&bytes[bytes.len() - rest.max(O::WIDTH)..]) {
+        bytes.len()
+    } else {
+        ascii
+    }
+}
+
+/// A loop over the messages of one read that [`in_vectors`] runs compiled for the widest
+/// vectors in use. `run` must be `#[inline(always)]`: only what is inlined into the width's
+/// function is compiled for its vectors.
+pub trait Lane {
+    /// What the loop returns.
+    type Output;
+    /// The loop, checking each whole text message with `check`.
+    fn run<C: TextCheck>(self, check: C) -> Self::Output;
+}
+
+/// Runs `lane` compiled for the widest vectors in use ([`crate::vector_width`]), with the
+/// check in them: one question a read rather than one a message.
+#[inline(always)]
+pub fn in_vectors<L: Lane>(lane: L) -> L::Output {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::vector_width::VectorWidth;
+        match crate::vector_width::vector_width() {
+            // SAFETY: the one requirement of calling a function compiled for AVX-512 F and
+            // BW (and AVX2) is a CPU that has them, and `vector_width` says `Bits512` only
+            // where the CPU said so (a cap only ever narrows it).
+            #[allow(unsafe_code)]
+            VectorWidth::Bits512 => return unsafe { run_avx512(lane) },
+            // SAFETY: the same, for AVX2: `vector_width` says `Bits256` only where the CPU
+            // has it.
+            #[allow(unsafe_code)]
+            VectorWidth::Bits256 => return unsafe { run_avx2(lane) },
+            _ => {}
+        }
+    }
+    lane.run(PerMessage)
+}
+
+/// `lane` compiled for AVX-512 F and BW.
+///
+/// # Safety
+/// The CPU must support AVX-512 F and BW, and AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avx512f,avx512bw")]
+#[allow(unsafe_code)]
+unsafe fn run_avx512<L: Lane>(lane: L) -> L::Output {
+    lane.run(Avx512(()))
+}
+
+/// `lane` compiled for AVX2.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(unsafe_code)]
+unsafe fn run_avx2<L: Lane>(lane: L) -> L::Output {
+    lane.run(Avx2(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Collects each check's answers for a list of messages, in a lane.
+    struct Answers<'a>(&'a [Vec<u8>]);
+
+    impl Lane for Answers<'_> {
+        type Output = Vec<bool>;
+        #[inline(always)]
+        fn run<C: TextCheck>(self, check: C) -> Vec<bool> {
+            self.0.iter().map(|m| check.is_valid(m)).collect()
+        }
+    }
+
+    /// Messages of every length around the widths' switches, ASCII and not, valid and not,
+    /// a byte ≥ 0x80 at the first, middle and last positions.
+    fn messages() -> Vec<Vec<u8>> {
+        let lengths = (0..=200).chain([255, 256, 257, 511, 512, 513, 1023, 1024, 1500, 9000]);
+        let mut out = Vec::new();
+        for len in lengths {
+            let ascii = vec![b'a'; len];
+            out.push(ascii.clone());
+            if len >= 3 {
+                for at in [0, len / 2 - 1, len - 3] {
+                    let mut euro = ascii.clone();
+                    euro[at..at + 3].copy_from_slice("€".as_bytes());
+                    out.push(euro.clone());
+                    // Cut: the lead byte without its continuation.
+                    euro[at + 1] = b'a';
+                    out.push(euro);
+                }
+                // A bad byte last, and on each side of the strides' edges.
+                for at in [len - 1, 31, 32, 63, 64, 255, 256, 511, 512, 513] {
+                    if at < len {
+                        let mut high = ascii.clone();
+                        high[at] = 0xFF;
+                        out.push(high);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_width_answers_as_the_standard_library() {
+        let _width = crate::vector_width::width_lock();
+        let messages = messages();
+        let expected: Vec<bool> = messages
+            .iter()
+            .map(|m| std::str::from_utf8(m).is_ok())
+            .collect();
+        assert_eq!(in_vectors(Answers(&messages)), expected, "widest in use");
+        assert_eq!(Answers(&messages).run(PerMessage), expected, "per message");
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::vector_width::{widest_of_cpu, VectorWidth};
+            // Run compiled for each width the CPU has, as `in_vectors` would pick it.
+            if widest_of_cpu() >= VectorWidth::Bits256 {
+                // SAFETY: only where the CPU has AVX2.
+                #[allow(unsafe_code)]
+                let avx2 = unsafe { run_avx2(Answers(&messages)) };
+                assert_eq!(avx2, expected, "AVX2");
+            }
+            if widest_of_cpu() == VectorWidth::Bits512 {
+                // SAFETY: only where the CPU has AVX-512 F and BW (and AVX2).
+                #[allow(unsafe_code)]
+                let avx512 = unsafe { run_avx512(Answers(&messages)) };
+                assert_eq!(avx512, expected, "AVX-512");
+            }
+        }
+    }
+
+    #[test]
+    fn a_lane_runs_in_the_width_in_use() {
+        let _width = crate::vector_width::width_lock();
+        let _lift = crate::vector_width::LiftCap;
+
+        /// Which check the lane ran.
+        struct Which;
+        impl Lane for Which {
+            type Output = &'static str;
+            #[inline(always)]
+            fn run<C: TextCheck>(self, _: C) -> &'static str {
+                std::any::type_name::<C>()
+            }
+        }
+
+        use crate::vector_width::{limit_vector_width, VectorWidth};
+        for cap in [
+            VectorWidth::Bits128,
+            VectorWidth::Bits256,
+            VectorWidth::Bits512,
+        ] {
+            let now = limit_vector_width(cap);
+            let ran = in_vectors(Which);
+            let expected = match now {
+                #[cfg(target_arch = "x86_64")]
+                VectorWidth::Bits512 => std::any::type_name::<Avx512>(),
+                #[cfg(target_arch = "x86_64")]
+                VectorWidth::Bits256 => std::any::type_name::<Avx2>(),
+                _ => std::any::type_name::<PerMessage>(),
+            };
+            assert_eq!(ran, expected, "cap {cap:?}, in use {now:?}");
+        }
+    }
+}
