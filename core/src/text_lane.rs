@@ -32,41 +32,69 @@ impl TextCheck for PerMessage {
     }
 }
 
-/// The check in 32-byte vectors from 32 bytes on, for a lane compiled for AVX2. Made only
-/// by [`run_avx2`] (the field is private), so one exists only where the CPU has AVX2.
+/// The check in 32-byte vectors from 32 bytes on, for a lane compiled for AVX2; the token
+/// of AVX2's vector operations. Made only by [`Avx2::new_unchecked`], whose callers promise
+/// the CPU has AVX2 (the field is private), so its safe methods rely on no caller.
 #[cfg(target_arch = "x86_64")]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Avx2(());
 
 #[cfg(target_arch = "x86_64")]
-impl TextCheck for Avx2 {
+impl Avx2 {
+    /// The token.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
     #[inline(always)]
-    fn is_valid(self, bytes: &[u8]) -> bool {
-        crate::utf8::is_valid_from(bytes, 32, |bytes| ascii_prefix(self, bytes))
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn new_unchecked() -> Self {
+        Self(())
     }
 }
 
-/// The check in 64-byte vectors from 64 bytes on, for a lane compiled for AVX-512 (F, BW).
-/// Made only by [`run_avx512`], so one exists only where the CPU has them.
+#[cfg(target_arch = "x86_64")]
+impl TextCheck for Avx2 {
+    #[inline(always)]
+    fn is_valid(self, bytes: &[u8]) -> bool {
+        is_valid_in(self, bytes)
+    }
+}
+
+/// The check in 64-byte vectors from 64 bytes on, for a lane compiled for AVX-512 (F, BW);
+/// the token of their vector operations, as [`Avx2`] is AVX2's.
 #[cfg(target_arch = "x86_64")]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Avx512(());
 
 #[cfg(target_arch = "x86_64")]
+impl Avx512 {
+    /// The token.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F and BW.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn new_unchecked() -> Self {
+        Self(())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
 impl TextCheck for Avx512 {
     #[inline(always)]
     fn is_valid(self, bytes: &[u8]) -> bool {
-        crate::utf8::is_valid_from(bytes, 64, |bytes| ascii_prefix(self, bytes))
+        is_valid_in(self, bytes)
     }
 }
 
 /// One width's vector operations for the ASCII check, on its token ([`Avx2`], [`Avx512`]):
 /// a token exists only where the CPU has the width, which makes them safe to call. Written
-/// with intrinsics, whose accumulator is a register value from the start: the byte-array
-/// accumulator of [`crate::utf8`]'s own checks, inlined into a lane's large function before
-/// LLVM had simplified it, stayed in memory there (every OR through the stack).
+/// with intrinsics, whose accumulator is a register value from the start: a byte array ORed
+/// lane by lane (the check's former form, which LLVM kept in a register in a function of its
+/// own), inlined into a lane's large function before LLVM had simplified it, stayed in memory
+/// there (every OR through the stack).
 #[cfg(target_arch = "x86_64")]
-trait AsciiVectors: Copy {
+pub(crate) trait AsciiVectors: Copy {
     /// Bytes a vector.
     const WIDTH: usize;
     /// Bytes a stride (the check asks whether to go on once a stride).
@@ -84,7 +112,7 @@ trait AsciiVectors: Copy {
 #[cfg(target_arch = "x86_64")]
 impl AsciiVectors for Avx2 {
     const WIDTH: usize = 32;
-    const STRIDE: usize = 256;
+    const STRIDE: usize = crate::utf8::AVX2_STRIDE;
     type V = std::arch::x86_64::__m256i;
 
     #[inline(always)]
@@ -121,7 +149,7 @@ impl AsciiVectors for Avx2 {
 #[cfg(target_arch = "x86_64")]
 impl AsciiVectors for Avx512 {
     const WIDTH: usize = 64;
-    const STRIDE: usize = 512;
+    const STRIDE: usize = crate::utf8::AVX512_STRIDE;
     type V = std::arch::x86_64::__m512i;
 
     #[inline(always)]
@@ -155,38 +183,62 @@ impl AsciiVectors for Avx512 {
     }
 }
 
-/// The length of an ASCII prefix of `bytes` (at least `O::WIDTH` long), as
-/// [`crate::utf8::ascii_prefix`] has it: all of `bytes`, or the whole strides before the
-/// first that holds a byte ≥ 0x80.
+/// Whether `bytes` is valid UTF-8: its ASCII prefix in `O`'s vectors from one vector's
+/// length on (shorter: the 16-byte check), simdutf8 for the rest. No closures on the way:
+/// one used here was left out of line, compiled for the baseline, its intrinsics calls.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn ascii_prefix<O: AsciiVectors>(ops: O, bytes: &[u8]) -> usize {
-    let any_high_in = |part: &[u8]| {
-        let mut vectors = part.chunks_exact(O::WIDTH);
-        let mut acc = ops.zero();
-        for vector in vectors.by_ref() {
-            acc = ops.or_load(acc, vector);
+fn is_valid_in<O: AsciiVectors>(ops: O, bytes: &[u8]) -> bool {
+    let ascii = if bytes.len() < O::WIDTH {
+        if crate::vector::is_ascii(bytes) {
+            bytes.len()
+        } else {
+            0
         }
-        // The rest as one more vector, overlapping bytes already read.
-        if !vectors.remainder().is_empty() {
-            acc = ops.or_load(acc, &part[part.len() - O::WIDTH..]);
-        }
-        ops.any_high(acc)
+    } else {
+        ascii_prefix(ops, bytes)
     };
+    ascii == bytes.len() || simdutf8::basic::from_utf8(&bytes[ascii..]).is_ok()
+}
+
+/// The length of an ASCII prefix of `bytes` (at least `O::WIDTH` long), as
+/// [`crate::utf8::ascii_prefix`] has it: all of `bytes`, or the whole strides before the
+/// first that holds a byte ≥ 0x80. The one ASCII walk in vectors: inline in a lane, and the
+/// per-message check's AVX2 and AVX-512 functions.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn ascii_prefix<O: AsciiVectors>(ops: O, bytes: &[u8]) -> usize {
     let mut strides = bytes.chunks_exact(O::STRIDE);
     let mut ascii = 0;
     for stride in strides.by_ref() {
-        if any_high_in(stride) {
+        if any_high(ops, stride) {
             return ascii;
         }
         ascii += O::STRIDE;
     }
     let rest = strides.remainder().len();
-    if rest == 0 || !any_high_in(&bytes[bytes.len() - rest.max(O::WIDTH)..]) {
+    if rest == 0 || !any_high(ops, &bytes[bytes.len() - rest.max(O::WIDTH)..]) {
         bytes.len()
     } else {
         ascii
     }
+}
+
+/// Whether a byte of `bytes` (at least `O::WIDTH` long) is ≥ 0x80: its vectors ORed into one,
+/// the rest as one more vector overlapping bytes already read. A function, not a closure,
+/// as [`is_valid_in`] says.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn any_high<O: AsciiVectors>(ops: O, bytes: &[u8]) -> bool {
+    let mut vectors = bytes.chunks_exact(O::WIDTH);
+    let mut acc = ops.zero();
+    for vector in vectors.by_ref() {
+        acc = ops.or_load(acc, vector);
+    }
+    if !vectors.remainder().is_empty() {
+        acc = ops.or_load(acc, &bytes[bytes.len() - O::WIDTH..]);
+    }
+    ops.any_high(acc)
 }
 
 /// A loop over the messages of one read that [`in_vectors`] runs compiled for the widest
@@ -230,7 +282,8 @@ pub fn in_vectors<L: Lane>(lane: L) -> L::Output {
 #[target_feature(enable = "avx2,avx512f,avx512bw")]
 #[allow(unsafe_code)]
 unsafe fn run_avx512<L: Lane>(lane: L) -> L::Output {
-    lane.run(Avx512(()))
+    // SAFETY: the caller's promise, passed on.
+    lane.run(unsafe { Avx512::new_unchecked() })
 }
 
 /// `lane` compiled for AVX2.
@@ -241,7 +294,8 @@ unsafe fn run_avx512<L: Lane>(lane: L) -> L::Output {
 #[target_feature(enable = "avx2")]
 #[allow(unsafe_code)]
 unsafe fn run_avx2<L: Lane>(lane: L) -> L::Output {
-    lane.run(Avx2(()))
+    // SAFETY: the caller's promise, passed on.
+    lane.run(unsafe { Avx2::new_unchecked() })
 }
 
 #[cfg(test)]

@@ -22,40 +22,20 @@ pub(crate) fn is_valid(bytes: &[u8]) -> bool {
     ascii == bytes.len() || simdutf8::basic::from_utf8(&bytes[ascii..]).is_ok()
 }
 
-/// Whether `bytes` is valid UTF-8, its ASCII prefix found by `prefix` from `vector` bytes on
-/// (shorter: the 16-byte check), simdutf8 for the rest. For a fast lane compiled for the
-/// vectors `prefix` runs in ([`crate::text_lane`]).
-#[inline(always)]
-pub(crate) fn is_valid_from(
-    bytes: &[u8],
-    vector: usize,
-    prefix: impl FnOnce(&[u8]) -> usize,
-) -> bool {
-    let ascii = if bytes.len() < vector {
-        if crate::vector::is_ascii(bytes) {
-            bytes.len()
-        } else {
-            0
-        }
-    } else {
-        prefix(bytes)
-    };
-    ascii == bytes.len() || simdutf8::basic::from_utf8(&bytes[ascii..]).is_ok()
-}
-
 /// Bytes the AVX2 check reads before it asks whether to go on (8 vectors): a byte ≥ 0x80
 /// makes simdutf8 read again at most this much, and the question (one mask and branch per
 /// 8 loads) costs ASCII nothing measurable.
 #[cfg(target_arch = "x86_64")]
-const AVX2_STRIDE: usize = 256;
+pub(crate) const AVX2_STRIDE: usize = 256;
 
 /// Bytes the AVX-512 check reads before it asks whether to go on (8 vectors of 64 bytes,
-/// which LLVM ORs three at a time with `vpternlogq`). Against 32-byte vectors in 256-byte
+/// which LLVM ORs three at a time with `vpternlogq`; measured with the former byte-array
+/// accumulator, which compiled to the same loop standing alone). Against 32-byte vectors in 256-byte
 /// strides on an AVX-512 Xeon, per message from a 256 KiB buffer of them: 310 B 3.6 vs
 /// 4.1 ns, 1 KB 8.7 vs 11.0, 9 KB 81 vs 98, 454 KB 4.2 vs 4.9 µs; in 1,024-byte strides 9 KB
 /// and 454 KB gained 6-8% more and 1 KB lost what it had gained (its bytes all in the tail).
 #[cfg(target_arch = "x86_64")]
-const AVX512_STRIDE: usize = 512;
+pub(crate) const AVX512_STRIDE: usize = 512;
 
 /// Length of a prefix of `bytes` known to be ASCII: all of `bytes`, or where the part
 /// simdutf8 must read starts (always on a character boundary, every byte before it being
@@ -117,84 +97,31 @@ const VECTORS_FROM: usize = 256;
 const INLINE_UP_TO: usize = 512;
 
 /// [`ascii_prefix`] in 32-byte vectors, [`AVX2_STRIDE`] bytes at a time; `bytes` is at
-/// least 32 bytes long ([`ascii_prefix`] calls it from [`VECTORS_FROM`] on). A machine with
-/// AVX-512 runs it only in tests. `#[inline]`, for a fast lane compiled for AVX2
-/// ([`crate::text_lane`]): LLVM inlines it there after simplifying it on its own, its
-/// accumulator already in a register; `#[inline(always)]` code is inlined first, and in a
-/// lane's large function the 64-byte check's every OR went through the stack.
+/// least [`VECTORS_FROM`] long. A machine with AVX-512 runs it only in tests.
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[inline]
 #[allow(unsafe_code)]
-pub(crate) unsafe fn ascii_prefix_avx2(bytes: &[u8]) -> usize {
-    ascii_prefix_in_strides::<32, AVX2_STRIDE>(bytes)
+unsafe fn ascii_prefix_avx2(bytes: &[u8]) -> usize {
+    // SAFETY: the caller's promise, passed on.
+    let avx2 = unsafe { crate::text_lane::Avx2::new_unchecked() };
+    crate::text_lane::ascii_prefix(avx2, bytes)
 }
 
 /// [`ascii_prefix`] in 64-byte vectors, [`AVX512_STRIDE`] bytes at a time; `bytes` is at
-/// least 64 bytes long ([`ascii_prefix`] calls it from [`VECTORS_FROM`] on). `#[inline]` for
-/// a fast lane compiled for AVX-512, as [`ascii_prefix_avx2`].
+/// least [`VECTORS_FROM`] long.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F and BW.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
-#[inline]
 #[allow(unsafe_code)]
-pub(crate) unsafe fn ascii_prefix_avx512(bytes: &[u8]) -> usize {
-    ascii_prefix_in_strides::<64, AVX512_STRIDE>(bytes)
-}
-
-/// [`ascii_prefix`] in `VECTOR`-byte vectors, `STRIDE` bytes at a time; `bytes` is at least
-/// `VECTOR` long. Inlined into a function compiled for the vectors' instruction set.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn ascii_prefix_in_strides<const VECTOR: usize, const STRIDE: usize>(bytes: &[u8]) -> usize {
-    let mut strides = bytes.chunks_exact(STRIDE);
-    let mut ascii = 0;
-    for stride in strides.by_ref() {
-        if !is_ascii_vectors::<VECTOR>(stride) {
-            return ascii;
-        }
-        ascii += STRIDE;
-    }
-    // The rest as whole vectors, the last overlapping bytes already known to be ASCII when
-    // the rest is shorter than one.
-    let rest = strides.remainder().len();
-    if rest == 0 || is_ascii_vectors::<VECTOR>(&bytes[bytes.len() - rest.max(VECTOR)..]) {
-        bytes.len()
-    } else {
-        ascii
-    }
-}
-
-/// Whether `bytes` (at least `VECTOR` long) is ASCII: each `VECTOR` bytes are ORed lane by
-/// lane into an accumulator that LLVM keeps in one register (in a function compiled for AVX2
-/// or AVX-512: one load and OR each), the tail as `VECTOR` more that overlap the last whole
-/// ones, and one sign-bit mask says the rest.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-#[allow(
-    clippy::needless_range_loop,
-    reason = "indexed, LLVM keeps the accumulator in one register; zipped, it measured 1.5x slower"
-)]
-fn is_ascii_vectors<const VECTOR: usize>(bytes: &[u8]) -> bool {
-    let mut acc = [0u8; VECTOR];
-    let mut vectors = bytes.chunks_exact(VECTOR);
-    for vector in vectors.by_ref() {
-        for i in 0..VECTOR {
-            acc[i] |= vector[i];
-        }
-    }
-    if !vectors.remainder().is_empty() {
-        let last = &bytes[bytes.len() - VECTOR..];
-        for i in 0..VECTOR {
-            acc[i] |= last[i];
-        }
-    }
-    acc.iter().all(|&b| b < 0x80)
+unsafe fn ascii_prefix_avx512(bytes: &[u8]) -> usize {
+    // SAFETY: the caller's promise, passed on.
+    let avx512 = unsafe { crate::text_lane::Avx512::new_unchecked() };
+    crate::text_lane::ascii_prefix(avx512, bytes)
 }
 
 /// Validation state of one text message.
@@ -292,8 +219,9 @@ mod tests {
         s.finish()
     }
 
-    /// A vector check this CPU can run: its name, the check, its stride (bytes).
-    type VectorCheck = (&'static str, fn(&[u8]) -> usize, usize);
+    /// A vector check this CPU can run: its name, the check, its stride and its vector width
+    /// (bytes; it takes any input at least one vector long).
+    type VectorCheck = (&'static str, fn(&[u8]) -> usize, usize, usize);
 
     /// Every vector check this CPU can run, not only the one [`ascii_prefix`] picks (a
     /// machine with AVX-512 tests the AVX2 check too).
@@ -308,14 +236,14 @@ mod tests {
                 // or wider only then).
                 #[allow(unsafe_code)]
                 let avx2: fn(&[u8]) -> usize = |b| unsafe { ascii_prefix_avx2(b) };
-                checks.push(("avx2", avx2, AVX2_STRIDE));
+                checks.push(("avx2", avx2, AVX2_STRIDE, 32));
             }
             if widest_of_cpu() == VectorWidth::Bits512 {
                 // SAFETY: pushed only where the CPU has AVX-512 F and BW (`widest_of_cpu`
                 // says `Bits512` only then).
                 #[allow(unsafe_code)]
                 let avx512: fn(&[u8]) -> usize = |b| unsafe { ascii_prefix_avx512(b) };
-                checks.push(("avx512", avx512, AVX512_STRIDE));
+                checks.push(("avx512", avx512, AVX512_STRIDE, 64));
             }
         }
         checks
@@ -370,21 +298,11 @@ mod tests {
             assert!(crate::vector::is_ascii(&ascii), "{len}");
             let inline = if len <= INLINE_UP_TO { len } else { 0 };
             assert_eq!(ascii_prefix_without_vectors(&ascii), inline, "{len}");
-            // A vector check takes `VECTORS_FROM` bytes or more; `is_ascii_vectors` of a width
-            // takes any input of at least that width (a stride's short rest is one).
-            #[cfg(target_arch = "x86_64")]
-            let vectors = |width: usize| len >= width;
-            let checked_in_vectors = len >= VECTORS_FROM;
-            #[cfg(target_arch = "x86_64")]
-            {
-                if vectors(32) {
-                    assert!(is_ascii_vectors::<32>(&ascii), "{len}");
-                }
-                if vectors(64) {
-                    assert!(is_ascii_vectors::<64>(&ascii), "{len}");
-                }
-            }
-            for &(name, check, _) in checks.iter().filter(|_| checked_in_vectors) {
+            // [`ascii_prefix`] takes a vector check from `VECTORS_FROM` bytes on, a lane from
+            // the check's vector width: each is asserted from its width on.
+            let in_vectors: Vec<VectorCheck> =
+                checks.iter().filter(|c| len >= c.3).copied().collect();
+            for &(name, check, _, _) in &in_vectors {
                 assert_eq!(check(&ascii), len, "{name}: {len}");
             }
             for at in 0..len {
@@ -403,18 +321,9 @@ mod tests {
                     prefix_before(at, len),
                     "0x80 at {at} of {len}"
                 );
-                for &(name, check, stride) in checks.iter().filter(|_| checked_in_vectors) {
+                for &(name, check, stride, _) in &in_vectors {
                     let what = format!("{name}: 0x80 at {at} of {len}");
                     assert_eq!(check(&high), at / stride * stride, "{what}");
-                }
-                #[cfg(target_arch = "x86_64")]
-                {
-                    if vectors(32) {
-                        assert!(!is_ascii_vectors::<32>(&high), "0x80 at {at} of {len}");
-                    }
-                    if vectors(64) {
-                        assert!(!is_ascii_vectors::<64>(&high), "0x80 at {at} of {len}");
-                    }
                 }
                 assert!(!crate::vector::is_ascii(&high), "0x80 at {at} of {len}");
                 assert_eq!(
@@ -431,16 +340,7 @@ mod tests {
                         let what = format!("0x80 at {at} and {gap} bytes on, of {len}");
                         assert!(!is_valid(&pair), "{what}");
                         assert!(!crate::vector::is_ascii(&pair), "{what}");
-                        #[cfg(target_arch = "x86_64")]
-                        {
-                            if vectors(32) {
-                                assert!(!is_ascii_vectors::<32>(&pair), "{what}");
-                            }
-                            if vectors(64) {
-                                assert!(!is_ascii_vectors::<64>(&pair), "{what}");
-                            }
-                        }
-                        for &(name, check, stride) in checks.iter().filter(|_| checked_in_vectors) {
+                        for &(name, check, stride, _) in &in_vectors {
                             assert_eq!(check(&pair), at / stride * stride, "{name}: {what}");
                         }
                     }
@@ -461,7 +361,7 @@ mod tests {
         let euro = "€".as_bytes();
         // Each vector check on its own strides, then whichever `ascii_prefix` picks (none
         // beyond 512 bytes without AVX2: the prefix is empty there, validity the same).
-        for (name, check, s) in vector_checks() {
+        for (name, check, s, _) in vector_checks() {
             let mut text = vec![b'a'; 30 * s];
             // A character across the first stride boundary: the second stride starts in it.
             text[s - 1..s + 2].copy_from_slice(euro);
