@@ -28,12 +28,12 @@ pub(crate) fn is_valid(bytes: &[u8]) -> bool {
 #[cfg(target_arch = "x86_64")]
 pub(crate) const AVX2_STRIDE: usize = 256;
 
-/// Bytes the AVX-512 check reads before it asks whether to go on (8 vectors of 64 bytes,
-/// which LLVM ORs three at a time with `vpternlogq`; measured with the former byte-array
-/// accumulator, which compiled to the same loop standing alone). Against 32-byte vectors in 256-byte
-/// strides on an AVX-512 Xeon, per message from a 256 KiB buffer of them: 310 B 3.6 vs
-/// 4.1 ns, 1 KB 8.7 vs 11.0, 9 KB 81 vs 98, 454 KB 4.2 vs 4.9 µs; in 1,024-byte strides 9 KB
-/// and 454 KB gained 6-8% more and 1 KB lost what it had gained (its bytes all in the tail).
+/// Bytes the AVX-512 check reads before it asks whether to go on (8 vectors of 64 bytes, which LLVM
+/// ORs three at a time with `vpternlogq`; measured with the former byte-array accumulator, which
+/// compiled to the same loop standing alone). Against 32-byte vectors in 256-byte strides on an
+/// AVX-512 Xeon, per message from a 256 KiB buffer of them: 310 B 3.6 vs 4.1 ns, 1 KB 8.7 vs 11.0,
+/// 9 KB 81 vs 98, 454 KB 4.2 vs 4.9 µs; in 1,024-byte strides 9 KB and 454 KB gained 6-8% more and
+/// 1 KB lost what it had gained (its bytes all in the tail).
 #[cfg(target_arch = "x86_64")]
 pub(crate) const AVX512_STRIDE: usize = 512;
 

@@ -855,6 +855,7 @@ impl<T: Take> Lane for SimpleFrames<'_, T> {
         }
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
