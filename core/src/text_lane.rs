@@ -190,15 +190,11 @@ impl AsciiVectors for Avx512 {
 #[inline(always)]
 fn is_valid_in<O: AsciiVectors>(ops: O, bytes: &[u8]) -> bool {
     let ascii = if bytes.len() < O::WIDTH {
-        if crate::vector::is_ascii(bytes) {
-            bytes.len()
-        } else {
-            0
-        }
+        crate::utf8::ascii_prefix_inline(bytes)
     } else {
         ascii_prefix(ops, bytes)
     };
-    ascii == bytes.len() || simdutf8::basic::from_utf8(&bytes[ascii..]).is_ok()
+    crate::utf8::is_valid_past(bytes, ascii)
 }
 
 /// The length of an ASCII prefix of `bytes` (at least `O::WIDTH` long), as

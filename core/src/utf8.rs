@@ -18,8 +18,24 @@
 /// 20 vs 17 ns and, in the longer stride, 22.5 vs 18.5 — 20.4 in AVX2 strides).
 #[inline(always)]
 pub(crate) fn is_valid(bytes: &[u8]) -> bool {
-    let ascii = ascii_prefix(bytes);
+    is_valid_past(bytes, ascii_prefix(bytes))
+}
+
+/// Whether `bytes`, whose first `ascii` bytes are ASCII (and end on a character boundary),
+/// is valid UTF-8: simdutf8 reads only the rest, and only if there is one.
+#[inline(always)]
+pub(crate) fn is_valid_past(bytes: &[u8], ascii: usize) -> bool {
     ascii == bytes.len() || simdutf8::basic::from_utf8(&bytes[ascii..]).is_ok()
+}
+
+/// [`ascii_prefix`] of a short `bytes` by the inline 16-byte check: all of it or nothing.
+#[inline(always)]
+pub(crate) fn ascii_prefix_inline(bytes: &[u8]) -> usize {
+    if crate::vector::is_ascii(bytes) {
+        bytes.len()
+    } else {
+        0
+    }
 }
 
 /// Bytes the AVX2 check reads before it asks whether to go on (8 vectors): a byte ≥ 0x80
@@ -53,11 +69,7 @@ pub(crate) fn ascii_prefix(bytes: &[u8]) -> usize {
     use crate::vector_width::VectorWidth;
 
     if bytes.len() < VECTORS_FROM {
-        return if crate::vector::is_ascii(bytes) {
-            bytes.len()
-        } else {
-            0
-        };
+        return ascii_prefix_inline(bytes);
     }
     #[cfg(target_arch = "x86_64")]
     match crate::vector_width::vector_width() {

@@ -378,15 +378,9 @@ fn oversized_control_frame_error_does_not_depend_on_read_splits() {
 #[test]
 fn section_8_1_invalid_utf8_is_1007_in_every_vector_width() {
     use feedwire_core::{limit_vector_width, VectorWidth};
-    for cap in [
-        VectorWidth::Bits512,
-        VectorWidth::Bits256,
-        VectorWidth::Bits128,
-    ] {
+    for cap in LANE_WIDTHS {
         let width = limit_vector_width(cap);
-        for len in [
-            10, 31, 32, 63, 64, 65, 190, 255, 256, 300, 511, 512, 513, 1000, 9000,
-        ] {
+        for len in LANE_LENGTHS {
             let ascii = "a".repeat(len);
             let euro = format!("€{}", &ascii[3..]);
             let mut invalid = ascii.clone().into_bytes();
@@ -399,12 +393,7 @@ fn section_8_1_invalid_utf8_is_1007_in_every_vector_width() {
             // 1 KiB), so that every frame is in the lane's read.
             while ws.read_buf().len() < bytes.len() {
                 let n = ws.read_buf().len();
-                let header = if n - 4 <= usize::from(u16::MAX) {
-                    4
-                } else {
-                    10
-                };
-                ws.handle_input(&server_frame(true, 1, &vec![b' '; n - header]));
+                ws.handle_input(&filler_frame(n));
                 assert!(matches!(&events(&mut ws)[..], [Event::Message(_)]));
             }
             ws.handle_input(&bytes);

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use common::harness::Harness;
+use common::{filler_frame, LANE_LENGTHS, LANE_WIDTHS};
 use feedwire_core::testing::server_frame;
 use feedwire_core::{DataHandler, DataRef, StreamConfig, StreamEvent, StreamState};
 
@@ -447,15 +448,9 @@ fn a_streams_read_buffer_is_released_only_between_whole_frames() {
 #[test]
 fn the_lane_lends_only_valid_text_in_every_vector_width() {
     use feedwire_core::{limit_vector_width, VectorWidth};
-    for cap in [
-        VectorWidth::Bits512,
-        VectorWidth::Bits256,
-        VectorWidth::Bits128,
-    ] {
+    for cap in LANE_WIDTHS {
         let width = limit_vector_width(cap);
-        for len in [
-            10, 31, 32, 63, 64, 65, 190, 255, 256, 300, 511, 512, 513, 1000, 9000,
-        ] {
+        for len in LANE_LENGTHS {
             let mut h = binance();
             // The first data message takes the general path.
             lend(&mut h, &frames(&[r#"{"e":"trade","t":0}"#]));
@@ -471,12 +466,7 @@ fn the_lane_lends_only_valid_text_in_every_vector_width() {
             // 1 KiB), so that every frame is in the lane's read.
             while h.s.read_buf().len() < bytes.len() {
                 let n = h.s.read_buf().len();
-                let header = if n - 4 <= usize::from(u16::MAX) {
-                    4
-                } else {
-                    10
-                };
-                lend(&mut h, &server_frame(true, 1, &vec![b' '; n - header]));
+                lend(&mut h, &filler_frame(n));
             }
             let (lent, _) = lend(&mut h, &bytes);
             let lent: Vec<&str> = lent.iter().map(|(p, _)| p.as_str()).collect();

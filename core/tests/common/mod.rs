@@ -9,6 +9,31 @@ use feedwire_core::testing::{accept_response, decode_client_frames};
 use feedwire_core::{Event, WebSocketClient, WsConfig};
 
 pub const SEED: [u8; 32] = [7; 32];
+
+/// Every vector width a fast lane can run compiled for, widest first (the CPU's own cap
+/// applies: on a machine without AVX-512 the first two are one).
+pub const LANE_WIDTHS: [feedwire_core::VectorWidth; 3] = [
+    feedwire_core::VectorWidth::Bits512,
+    feedwire_core::VectorWidth::Bits256,
+    feedwire_core::VectorWidth::Bits128,
+];
+
+/// Message lengths (bytes) around the UTF-8 checks' vectors (16, 32, 64) and strides (256,
+/// 512), and past them.
+pub const LANE_LENGTHS: [usize; 15] = [
+    10, 31, 32, 63, 64, 65, 190, 255, 256, 300, 511, 512, 513, 1000, 9000,
+];
+
+/// A server text frame of spaces exactly `len` bytes long, header included (`len` ≥ 130):
+/// a whole read of filler, which makes reads ramp up from 1 KiB to hold a longer test read.
+pub fn filler_frame(len: usize) -> Vec<u8> {
+    let header = if len - 4 <= usize::from(u16::MAX) {
+        4
+    } else {
+        10
+    };
+    feedwire_core::testing::server_frame(true, 1, &vec![b' '; len - header])
+}
 pub mod harness;
 
 pub const URL: &str = "ws://127.0.0.1:9001/stream";
