@@ -8,6 +8,8 @@
 //! read and the whole loop — frame headers, the check, the stream's classification and the
 //! handler, inlined — runs in a function compiled for the width, so the check of a message of
 //! 64 bytes or more is inline in 64-byte (or 32-byte) vectors: three loads for the aggTrade.
+//! The per-message check goes through [`in_vectors`] too, the width's function running only
+//! its ASCII walk, so the width is dispatched in one place.
 //!
 //! Public through [`crate::testing`] only, for the benchmark's `limit-utf8` reader, which
 //! validates as the lanes do.
@@ -15,20 +17,27 @@
 /// The UTF-8 check of a whole text message that a [`Lane`] runs: the same answer in every
 /// width, at that width's speed where the lane runs compiled for it.
 pub trait TextCheck: Copy {
-    /// Whether `bytes` is valid UTF-8.
-    fn is_valid(self, bytes: &[u8]) -> bool;
-}
+    /// The length of a prefix of `bytes` known to be ASCII: all of `bytes`, or where the part
+    /// simdutf8 must read starts (on a character boundary, every byte before it ASCII).
+    fn ascii_prefix(self, bytes: &[u8]) -> usize;
 
-/// The per-message check ([`crate::utf8::is_valid`]): the widest vectors in use asked per
-/// message. For a lane compiled for x86-64's baseline (no AVX2, a cap to 128-bit vectors, or
-/// another architecture).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PerMessage;
-
-impl TextCheck for PerMessage {
+    /// Whether `bytes` is valid UTF-8: its ASCII prefix, then simdutf8 for the rest.
     #[inline(always)]
     fn is_valid(self, bytes: &[u8]) -> bool {
-        crate::utf8::is_valid(bytes)
+        crate::utf8::is_valid_past(bytes, self.ascii_prefix(bytes))
+    }
+}
+
+/// The check without AVX2 or AVX-512 (a CPU without them, a cap to 128-bit vectors, or
+/// another architecture), for a lane compiled for the baseline: the inline 16-byte check up
+/// to 512 bytes, simdutf8 beyond.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Baseline;
+
+impl TextCheck for Baseline {
+    #[inline(always)]
+    fn ascii_prefix(self, bytes: &[u8]) -> usize {
+        crate::utf8::ascii_prefix_without_vectors(bytes)
     }
 }
 
@@ -55,8 +64,8 @@ impl Avx2 {
 #[cfg(target_arch = "x86_64")]
 impl TextCheck for Avx2 {
     #[inline(always)]
-    fn is_valid(self, bytes: &[u8]) -> bool {
-        is_valid_in(self, bytes)
+    fn ascii_prefix(self, bytes: &[u8]) -> usize {
+        ascii_prefix_in(self, bytes)
     }
 }
 
@@ -82,8 +91,8 @@ impl Avx512 {
 #[cfg(target_arch = "x86_64")]
 impl TextCheck for Avx512 {
     #[inline(always)]
-    fn is_valid(self, bytes: &[u8]) -> bool {
-        is_valid_in(self, bytes)
+    fn ascii_prefix(self, bytes: &[u8]) -> usize {
+        ascii_prefix_in(self, bytes)
     }
 }
 
@@ -183,24 +192,23 @@ impl AsciiVectors for Avx512 {
     }
 }
 
-/// Whether `bytes` is valid UTF-8: its ASCII prefix in `O`'s vectors from one vector's
-/// length on (shorter: the 16-byte check), simdutf8 for the rest. No closures on the way:
-/// one used here was left out of line, compiled for the baseline, its intrinsics calls.
+/// The ASCII prefix of `bytes` in `O`'s vectors from one vector's length on (shorter: the
+/// 16-byte check). No closures on the way: one used here was left out of line, compiled for
+/// the baseline, its intrinsics calls.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn is_valid_in<O: AsciiVectors>(ops: O, bytes: &[u8]) -> bool {
-    let ascii = if bytes.len() < O::WIDTH {
+fn ascii_prefix_in<O: AsciiVectors>(ops: O, bytes: &[u8]) -> usize {
+    if bytes.len() < O::WIDTH {
         crate::utf8::ascii_prefix_inline(bytes)
     } else {
         ascii_prefix(ops, bytes)
-    };
-    crate::utf8::is_valid_past(bytes, ascii)
+    }
 }
 
 /// The length of an ASCII prefix of `bytes` (at least `O::WIDTH` long), as
 /// [`crate::utf8::ascii_prefix`] has it: all of `bytes`, or the whole strides before the
-/// first that holds a byte ≥ 0x80. The one ASCII walk in vectors: inline in a lane, and the
-/// per-message check's AVX2 and AVX-512 functions.
+/// first that holds a byte ≥ 0x80. The one ASCII walk in vectors: inline in a lane, the
+/// per-message check's among them ([`crate::utf8::AsciiPrefix`]).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn ascii_prefix<O: AsciiVectors>(ops: O, bytes: &[u8]) -> usize {
@@ -222,7 +230,7 @@ pub(crate) fn ascii_prefix<O: AsciiVectors>(ops: O, bytes: &[u8]) -> usize {
 
 /// Whether a byte of `bytes` (at least `O::WIDTH` long) is ≥ 0x80: its vectors ORed into one,
 /// the rest as one more vector overlapping bytes already read. A function, not a closure,
-/// as [`is_valid_in`] says.
+/// as [`ascii_prefix_in`] says.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn any_high<O: AsciiVectors>(ops: O, bytes: &[u8]) -> bool {
@@ -267,7 +275,7 @@ pub fn in_vectors<L: Lane>(lane: L) -> L::Output {
             _ => {}
         }
     }
-    lane.run(PerMessage)
+    lane.run(Baseline)
 }
 
 /// `lane` compiled for AVX-512 F and BW.
@@ -277,7 +285,7 @@ pub fn in_vectors<L: Lane>(lane: L) -> L::Output {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,avx512f,avx512bw")]
 #[allow(unsafe_code)]
-unsafe fn run_avx512<L: Lane>(lane: L) -> L::Output {
+pub(crate) unsafe fn run_avx512<L: Lane>(lane: L) -> L::Output {
     // SAFETY: the caller's promise, passed on.
     lane.run(unsafe { Avx512::new_unchecked() })
 }
@@ -289,7 +297,7 @@ unsafe fn run_avx512<L: Lane>(lane: L) -> L::Output {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(unsafe_code)]
-unsafe fn run_avx2<L: Lane>(lane: L) -> L::Output {
+pub(crate) unsafe fn run_avx2<L: Lane>(lane: L) -> L::Output {
     // SAFETY: the caller's promise, passed on.
     lane.run(unsafe { Avx2::new_unchecked() })
 }
@@ -348,7 +356,7 @@ mod tests {
             .map(|m| std::str::from_utf8(m).is_ok())
             .collect();
         assert_eq!(in_vectors(Answers(&messages)), expected, "widest in use");
-        assert_eq!(Answers(&messages).run(PerMessage), expected, "per message");
+        assert_eq!(Answers(&messages).run(Baseline), expected, "baseline");
         #[cfg(target_arch = "x86_64")]
         {
             use crate::vector_width::{widest_of_cpu, VectorWidth};
@@ -396,7 +404,7 @@ mod tests {
                 VectorWidth::Bits512 => std::any::type_name::<Avx512>(),
                 #[cfg(target_arch = "x86_64")]
                 VectorWidth::Bits256 => std::any::type_name::<Avx2>(),
-                _ => std::any::type_name::<PerMessage>(),
+                _ => std::any::type_name::<Baseline>(),
             };
             assert_eq!(ran, expected, "cap {cap:?}, in use {now:?}");
         }

@@ -56,43 +56,40 @@ pub(crate) const AVX512_STRIDE: usize = 512;
 /// Length of a prefix of `bytes` known to be ASCII: all of `bytes`, or where the part
 /// simdutf8 must read starts (always on a character boundary, every byte before it being
 /// ASCII). Below [`VECTORS_FROM`] bytes the check is in 16-byte SSE2 vectors, inline
-/// ([`crate::vector::is_ascii`]). From there, where the CPU has AVX-512 (BW), in 64-byte
-/// vectors, [`AVX512_STRIDE`] bytes at a time; else where it has AVX2, in 32-byte vectors,
-/// [`AVX2_STRIDE`] bytes at a time (either as far as [`crate::limit_vector_width`] allows):
-/// the prefix is the strides before the first that holds a byte ≥ 0x80. Without either the
-/// inline check pays up to [`INLINE_UP_TO`] bytes; beyond,
-/// simdutf8 alone is as fast (1 KB 13.8 vs 14.4 ns, measured with the former check in 8-byte
-/// words) or faster (9 KB 80 vs 125 ns), so the prefix is empty.
+/// ([`crate::vector::is_ascii`]). From there it runs in a function compiled for the widest
+/// vectors in use ([`crate::text_lane::in_vectors`], which asks once a call): where the CPU
+/// has AVX-512 (BW), in 64-byte vectors, [`AVX512_STRIDE`] bytes at a time; else where it has
+/// AVX2, in 32-byte vectors, [`AVX2_STRIDE`] bytes at a time (either as far as
+/// [`crate::limit_vector_width`] allows): the prefix is the strides before the first that
+/// holds a byte ≥ 0x80. Without either, [`ascii_prefix_without_vectors`].
 #[inline(always)]
 pub(crate) fn ascii_prefix(bytes: &[u8]) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    use crate::vector_width::VectorWidth;
-
     if bytes.len() < VECTORS_FROM {
         return ascii_prefix_inline(bytes);
     }
-    #[cfg(target_arch = "x86_64")]
-    match crate::vector_width::vector_width() {
-        // SAFETY: the one requirement of calling a function compiled for AVX-512 F and BW is
-        // a CPU that has both, and `vector_width` says `Bits512` only where the CPU said so
-        // (a cap only ever narrows it).
-        #[allow(unsafe_code)]
-        VectorWidth::Bits512 => return unsafe { ascii_prefix_avx512(bytes) },
-        // SAFETY: the same, for AVX2: `vector_width` says `Bits256` only where the CPU has it.
-        #[allow(unsafe_code)]
-        VectorWidth::Bits256 => return unsafe { ascii_prefix_avx2(bytes) },
-        _ => {}
-    }
-    ascii_prefix_without_vectors(bytes)
+    crate::text_lane::in_vectors(AsciiPrefix(bytes))
 }
 
-/// [`ascii_prefix`] of `bytes` (at least [`VECTORS_FROM`] long) where the CPU has neither
-/// AVX2 nor AVX-512: all of it when it is ASCII and no longer than [`INLINE_UP_TO`], else
-/// empty. A function of its own so that a machine with them tests it too.
+/// [`ascii_prefix`] as a lane: the widest vectors' function runs only the ASCII walk.
+pub(crate) struct AsciiPrefix<'a>(pub(crate) &'a [u8]);
+
+impl crate::text_lane::Lane for AsciiPrefix<'_> {
+    type Output = usize;
+
+    #[inline(always)]
+    fn run<C: crate::text_lane::TextCheck>(self, check: C) -> usize {
+        check.ascii_prefix(self.0)
+    }
+}
+
+/// [`ascii_prefix`] where the CPU has neither AVX2 nor AVX-512 (or they are capped): the
+/// inline check pays up to [`INLINE_UP_TO`] bytes (all of them when they are ASCII, else
+/// nothing); beyond, simdutf8 alone is as fast (1 KB 13.8 vs 14.4 ns, measured with the former
+/// check in 8-byte words) or faster (9 KB 80 vs 125 ns), so the prefix is empty.
 #[inline(always)]
-fn ascii_prefix_without_vectors(bytes: &[u8]) -> usize {
-    if bytes.len() <= INLINE_UP_TO && crate::vector::is_ascii(bytes) {
-        bytes.len()
+pub(crate) fn ascii_prefix_without_vectors(bytes: &[u8]) -> usize {
+    if bytes.len() <= INLINE_UP_TO {
+        ascii_prefix_inline(bytes)
     } else {
         0
     }
@@ -107,34 +104,6 @@ const VECTORS_FROM: usize = 256;
 
 /// Longest input (bytes) checked inline when no vector check takes it.
 const INLINE_UP_TO: usize = 512;
-
-/// [`ascii_prefix`] in 32-byte vectors, [`AVX2_STRIDE`] bytes at a time; `bytes` is at
-/// least [`VECTORS_FROM`] long. A machine with AVX-512 runs it only in tests.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[allow(unsafe_code)]
-unsafe fn ascii_prefix_avx2(bytes: &[u8]) -> usize {
-    // SAFETY: the caller's promise, passed on.
-    let avx2 = unsafe { crate::text_lane::Avx2::new_unchecked() };
-    crate::text_lane::ascii_prefix(avx2, bytes)
-}
-
-/// [`ascii_prefix`] in 64-byte vectors, [`AVX512_STRIDE`] bytes at a time; `bytes` is at
-/// least [`VECTORS_FROM`] long.
-///
-/// # Safety
-/// The CPU must support AVX-512 F and BW.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw")]
-#[allow(unsafe_code)]
-unsafe fn ascii_prefix_avx512(bytes: &[u8]) -> usize {
-    // SAFETY: the caller's promise, passed on.
-    let avx512 = unsafe { crate::text_lane::Avx512::new_unchecked() };
-    crate::text_lane::ascii_prefix(avx512, bytes)
-}
 
 /// Validation state of one text message.
 #[derive(Debug, Default, Clone)]
@@ -247,14 +216,16 @@ mod tests {
                 // SAFETY: pushed only where the CPU has AVX2 (`widest_of_cpu` says `Bits256`
                 // or wider only then).
                 #[allow(unsafe_code)]
-                let avx2: fn(&[u8]) -> usize = |b| unsafe { ascii_prefix_avx2(b) };
+                let avx2: fn(&[u8]) -> usize =
+                    |b| unsafe { crate::text_lane::run_avx2(AsciiPrefix(b)) };
                 checks.push(("avx2", avx2, AVX2_STRIDE, 32));
             }
             if widest_of_cpu() == VectorWidth::Bits512 {
                 // SAFETY: pushed only where the CPU has AVX-512 F and BW (`widest_of_cpu`
                 // says `Bits512` only then).
                 #[allow(unsafe_code)]
-                let avx512: fn(&[u8]) -> usize = |b| unsafe { ascii_prefix_avx512(b) };
+                let avx512: fn(&[u8]) -> usize =
+                    |b| unsafe { crate::text_lane::run_avx512(AsciiPrefix(b)) };
                 checks.push(("avx512", avx512, AVX512_STRIDE, 64));
             }
         }
