@@ -1,17 +1,19 @@
 //! UTF-8 validation of text messages, whole or arriving in pieces (across reads and across
-//! fragments): an ASCII check first (AVX-512 or AVX2 vectors where the CPU has them), simdutf8
-//! for what is not ASCII. Each byte is read once, except that a stride (256 or 512 bytes) with a
-//! byte ≥ 0x80 is read again by simdutf8, that up to 3 bytes of a character split between pieces
-//! are carried and checked when the character completes, and that a piece the fast validator
-//! rejects (it ends inside a character, or holds invalid bytes) is read again by the one that
-//! says where.
+//! fragments): an ASCII check first (AVX-512 or AVX2 vectors where the CPU has them), simdutf8 for
+//! what is not ASCII. Each byte is read once, except that the first and last vectors may overlap
+//! their neighbours, that a stride (256 or 512 bytes) with a byte ≥ 0x80 (and up to a vector before
+//! it) is read again by simdutf8, that up to 3 bytes of a character split between pieces are
+//! carried and checked when the character completes, and that a piece the fast validator rejects
+//! (it ends inside a character, or holds invalid bytes) is read again by the one that says where.
 
 /// Whether `bytes` is valid UTF-8, as one whole message. Market data is nearly all ASCII, and
 /// whether bytes are ASCII is one OR a vector of them, at the speed they load: cheaper than
 /// simdutf8, whose blocks carry the state of a character across them (per message, each read
 /// from a buffer of them, `cargo bench -p feedwire-core --bench utf8`, in AVX2 vectors on an
 /// AMD EPYC: 1 KB 11.1 vs 15.9 ns, 9 KB 86 vs 106 ns, 454 KB 4.4 vs 4.9 µs; in AVX-512 vectors
-/// on a Xeon: 1 KB 9.2 vs 15.7 ns, 9 KB 88 vs 125 ns). So an ASCII check goes first (see
+/// on a Xeon: 1 KB 9.2 vs 15.7 ns, 9 KB 88 vs 125 ns; with its loads on vector boundaries, in
+/// a later, slower hour: 1 KB 10.0 vs 21.8 ns, 9 KB 73 vs 198, 454 KB 4.1 vs 9.8 µs, where
+/// the check's own time fell 23%, 47% and 49%). So an ASCII check goes first (see
 /// [`ascii_prefix`]) and simdutf8 validates only what it leaves: text that is not ASCII reads
 /// up to one stride twice (1 KB with a `€` first 21 vs 24 ns, last 33 vs 27 ns on the EPYC;
 /// on the Xeon, whose simdutf8 is faster than the ASCII check and simdutf8 together there,
@@ -61,7 +63,9 @@ pub(crate) const AVX512_STRIDE: usize = 512;
 /// has AVX-512 (BW), in 64-byte vectors, [`AVX512_STRIDE`] bytes at a time; else where it has
 /// AVX2, in 32-byte vectors, [`AVX2_STRIDE`] bytes at a time (either as far as
 /// [`crate::limit_vector_width`] allows): the prefix is the strides before the first that
-/// holds a byte ≥ 0x80. Without either, [`ascii_prefix_without_vectors`].
+/// holds a byte ≥ 0x80, counted from the first vector boundary in memory where `bytes` is a
+/// stride or longer ([`crate::text_lane::ascii_prefix`]). Without either,
+/// [`ascii_prefix_without_vectors`].
 #[inline(always)]
 pub(crate) fn ascii_prefix(bytes: &[u8]) -> usize {
     if bytes.len() < VECTORS_FROM {
@@ -232,14 +236,15 @@ mod tests {
         checks
     }
 
-    /// The stride [`ascii_prefix`] takes `len` bytes in, if it takes them in vectors.
-    fn stride(len: usize) -> Option<usize> {
+    /// The stride and vector width (bytes) [`ascii_prefix`] takes `len` bytes in, if it takes
+    /// them in vectors.
+    fn stride(len: usize) -> Option<(usize, usize)> {
         #[cfg(target_arch = "x86_64")]
         if len >= VECTORS_FROM {
             use crate::vector_width::{widest_of_cpu, VectorWidth};
             match widest_of_cpu() {
-                VectorWidth::Bits512 => return Some(AVX512_STRIDE),
-                VectorWidth::Bits256 => return Some(AVX2_STRIDE),
+                VectorWidth::Bits512 => return Some((AVX512_STRIDE, 64)),
+                VectorWidth::Bits256 => return Some((AVX2_STRIDE, 32)),
                 _ => {}
             }
         }
@@ -252,10 +257,35 @@ mod tests {
         stride(len).is_some() || len <= INLINE_UP_TO
     }
 
-    /// The ASCII prefix [`ascii_prefix`] reports for `len` bytes whose first byte ≥ 0x80 is
-    /// at `at`: the whole strides before it in a vector check, else nothing.
-    fn prefix_before(at: usize, len: usize) -> usize {
-        stride(len).map_or(0, |s| at / s * s)
+    /// The ASCII prefix a vector check in strides of `stride` and vectors of `width` bytes
+    /// reports for `bytes` whose first byte ≥ 0x80 is at `at`: the whole strides before it,
+    /// counted from the first vector boundary in memory once `bytes` is a stride long (none
+    /// if `at` is before the first boundary past the start), else from the start.
+    fn strides_before(bytes: &[u8], at: usize, stride: usize, width: usize) -> usize {
+        let lead = if bytes.len() >= stride {
+            bytes.as_ptr().addr().wrapping_neg() % width
+        } else {
+            0
+        };
+        if lead != 0 && at < width {
+            0
+        } else {
+            lead + (at - lead) / stride * stride
+        }
+    }
+
+    /// The ASCII prefix [`ascii_prefix`] reports for `bytes` whose first byte ≥ 0x80 is at
+    /// `at`: the whole strides before it in a vector check, else nothing.
+    fn prefix_before(bytes: &[u8], at: usize) -> usize {
+        stride(bytes.len()).map_or(0, |(s, w)| strides_before(bytes, at, s, w))
+    }
+
+    /// `len` bytes of `fill` in `buf`, starting `rem` bytes past a 64-byte boundary in memory.
+    fn placed(buf: &mut Vec<u8>, len: usize, rem: usize, fill: u8) -> &mut [u8] {
+        buf.clear();
+        buf.resize(len + 128, fill);
+        let from = (rem + 64 - buf.as_ptr().addr() % 64) % 64;
+        &mut buf[from..from + len]
     }
 
     #[test]
@@ -273,66 +303,59 @@ mod tests {
             .chain([1010])
             .chain(1022..=1026);
         let checks = vector_checks();
-        for len in lengths {
-            let ascii = vec![b'a'; len];
-            assert!(is_valid(&ascii), "{len}");
+        let mut buf = Vec::new();
+        // On a 64-byte boundary, one byte past one (the vector checks' first load spans the
+        // boundary) and 40 past (a boundary 24 bytes in, for 32- and 64-byte vectors alike).
+        for (len, rem) in lengths.flat_map(|len| [0, 1, 40].map(|rem| (len, rem))) {
+            let text = placed(&mut buf, len, rem, b'a');
+            let what = |at: &str| format!("{at}{len} bytes, {rem} past a boundary");
+            assert!(is_valid(text), "{}", what(""));
             let checked = if prefix_checks(len) { len } else { 0 };
-            assert_eq!(ascii_prefix(&ascii), checked, "{len}");
-            assert!(crate::vector::is_ascii(&ascii), "{len}");
+            assert_eq!(ascii_prefix(text), checked, "{}", what(""));
+            assert!(crate::vector::is_ascii(text), "{}", what(""));
             let inline = if len <= INLINE_UP_TO { len } else { 0 };
-            assert_eq!(ascii_prefix_without_vectors(&ascii), inline, "{len}");
+            assert_eq!(ascii_prefix_without_vectors(text), inline, "{}", what(""));
             // [`ascii_prefix`] takes a vector check from `VECTORS_FROM` bytes on, a lane from
             // the check's vector width: each is asserted from its width on.
             let in_vectors: Vec<VectorCheck> =
                 checks.iter().filter(|c| len >= c.3).copied().collect();
             for &(name, check, _, _) in &in_vectors {
-                assert_eq!(check(&ascii), len, "{name}: {len}");
+                assert_eq!(check(text), len, "{name}: {}", what(""));
             }
             for at in 0..len {
-                let mut bad = ascii.clone();
-                bad[at] = 0xFF;
-                assert!(!is_valid(&bad), "0xFF at {at} of {len}");
-                assert_eq!(
-                    ascii_prefix(&bad),
-                    prefix_before(at, len),
-                    "0xFF at {at} of {len}"
-                );
-                let mut high = ascii.clone();
-                high[at] = 0x80;
-                assert_eq!(
-                    ascii_prefix(&high),
-                    prefix_before(at, len),
-                    "0x80 at {at} of {len}"
-                );
-                for &(name, check, stride, _) in &in_vectors {
-                    let what = format!("{name}: 0x80 at {at} of {len}");
-                    assert_eq!(check(&high), at / stride * stride, "{what}");
+                let here = what(&format!("at {at} of "));
+                text[at] = 0xFF;
+                assert!(!is_valid(text), "0xFF {here}");
+                assert_eq!(ascii_prefix(text), prefix_before(text, at), "0xFF {here}");
+                text[at] = 0x80;
+                assert_eq!(ascii_prefix(text), prefix_before(text, at), "0x80 {here}");
+                for &(name, check, stride, width) in &in_vectors {
+                    let expected = strides_before(text, at, stride, width);
+                    assert_eq!(check(text), expected, "{name}: 0x80 {here}");
                 }
-                assert!(!crate::vector::is_ascii(&high), "0x80 at {at} of {len}");
-                assert_eq!(
-                    ascii_prefix_without_vectors(&high),
-                    0,
-                    "0x80 at {at} of {len}"
-                );
+                assert!(!crate::vector::is_ascii(text), "0x80 {here}");
+                assert_eq!(ascii_prefix_without_vectors(text), 0, "0x80 {here}");
                 // Two high bytes in the same lane of two vectors (16, 32 or 64 bytes apart)
                 // or blocks: the checks gather with OR, under which nothing cancels.
                 for gap in [8, 16, 32, 64, 128] {
                     if at + gap < len {
-                        let mut pair = high.clone();
-                        pair[at + gap] = 0x80;
-                        let what = format!("0x80 at {at} and {gap} bytes on, of {len}");
-                        assert!(!is_valid(&pair), "{what}");
-                        assert!(!crate::vector::is_ascii(&pair), "{what}");
-                        for &(name, check, stride, _) in &in_vectors {
-                            assert_eq!(check(&pair), at / stride * stride, "{name}: {what}");
+                        text[at + gap] = 0x80;
+                        let what = format!("0x80 {here} and {gap} bytes on");
+                        assert!(!is_valid(text), "{what}");
+                        assert!(!crate::vector::is_ascii(text), "{what}");
+                        for &(name, check, stride, width) in &in_vectors {
+                            let expected = strides_before(text, at, stride, width);
+                            assert_eq!(check(text), expected, "{name}: {what}");
                         }
+                        text[at + gap] = b'a';
                     }
                 }
                 if at + 2 <= len {
-                    let mut two = ascii.clone();
-                    two[at..at + 2].copy_from_slice("é".as_bytes());
-                    assert!(is_valid(&two), "é at {at} of {len}");
+                    text[at..at + 2].copy_from_slice("é".as_bytes());
+                    assert!(is_valid(text), "é {here}");
+                    text[at + 1] = b'a';
                 }
+                text[at] = b'a';
             }
         }
     }
@@ -342,46 +365,61 @@ mod tests {
         // The prefixes asserted are the CPU's widest check's.
         let _width = crate::vector_width::width_lock();
         let euro = "€".as_bytes();
-        // Each vector check on its own strides, then whichever `ascii_prefix` picks (none
-        // beyond 512 bytes without AVX2: the prefix is empty there, validity the same).
-        for (name, check, s, _) in vector_checks() {
-            let mut text = vec![b'a'; 30 * s];
-            // A character across the first stride boundary: the second stride starts in it.
-            text[s - 1..s + 2].copy_from_slice(euro);
-            assert_eq!(check(&text), 0, "{name}");
-            // Across the 20th boundary: 19 strides are ASCII, simdutf8 starts at the 20th.
-            let mut text = vec![b'a'; 30 * s];
-            text[20 * s - 1..20 * s + 2].copy_from_slice(euro);
-            assert_eq!(check(&text), 19 * s, "{name}");
-            // An ASCII message is one prefix, whatever its length; a rest shorter than a
-            // vector is checked as the last vector, overlapping the stride before.
-            for tail in [1, 5, 31, 32, 33, 63, 64, 65, 255, s - 1] {
-                let mut text = vec![b'x'; 2 * s + tail];
-                assert_eq!(check(&text), text.len(), "{name}: tail {tail}");
-                *text.last_mut().expect("not empty") = 0x80;
-                assert_eq!(check(&text), 2 * s, "{name}: tail {tail}");
+        let mut buf = Vec::new();
+        // Each vector check on its own strides, counted from the first vector boundary (on
+        // one, and a byte past one: the boundary a vector less a byte in), then whichever
+        // `ascii_prefix` picks (none beyond 512 bytes without AVX2: the prefix is empty
+        // there, validity the same).
+        for (name, check, s, w) in vector_checks() {
+            for rem in [0, 1] {
+                let what = format!("{name}, {rem} past a boundary");
+                let text = placed(&mut buf, 30 * s, rem, b'a');
+                let lead = text.as_ptr().addr().wrapping_neg() % w;
+                assert_eq!(lead, (w - rem) % w, "{what}");
+                // A character across the first stride's end: the second stride starts in it.
+                text[lead + s - 1..lead + s + 2].copy_from_slice(euro);
+                assert_eq!(check(text), lead, "{what}");
+                // Across the 20th: 19 strides are ASCII, simdutf8 starts at the 20th.
+                let text = placed(&mut buf, 30 * s, rem, b'a');
+                text[lead + 20 * s - 1..lead + 20 * s + 2].copy_from_slice(euro);
+                assert_eq!(check(text), lead + 19 * s, "{what}");
+                // In the bytes before the first boundary: nothing is known to be ASCII.
+                if lead != 0 {
+                    let text = placed(&mut buf, 30 * s, rem, b'a');
+                    text[lead - 1..lead + 2].copy_from_slice(euro);
+                    assert_eq!(check(text), 0, "{what}");
+                }
+                // An ASCII message is one prefix, whatever its length; a rest shorter than a
+                // vector is checked as the last vector, overlapping the stride before.
+                for tail in [1, 5, 31, 32, 33, 63, 64, 65, 255, s - 1] {
+                    let text = placed(&mut buf, 2 * s + tail, rem, b'x');
+                    assert_eq!(check(text), text.len(), "{what}: tail {tail}");
+                    *text.last_mut().expect("not empty") = 0x80;
+                    let strides = if lead + 2 * s < text.len() { 2 } else { 1 };
+                    assert_eq!(check(text), lead + strides * s, "{what}: tail {tail}");
+                }
             }
         }
-        let s = stride(VECTORS_FROM).unwrap_or(256);
+        let s = stride(VECTORS_FROM).map_or(256, |(s, _)| s);
         let prefix = |n: usize| if stride(n).is_some() { n } else { 0 };
-        let mut text = vec![b'a'; 30 * s];
+        let text = placed(&mut buf, 30 * s, 0, b'a');
         text[s - 1..s + 2].copy_from_slice(euro);
-        assert_eq!(ascii_prefix(&text), 0);
-        assert!(is_valid(&text));
-        let mut text = vec![b'a'; 30 * s];
+        assert_eq!(ascii_prefix(text), 0);
+        assert!(is_valid(text));
+        let text = placed(&mut buf, 30 * s, 0, b'a');
         text[20 * s - 1..20 * s + 2].copy_from_slice(euro);
-        assert_eq!(ascii_prefix(&text), prefix(19 * s));
-        assert!(is_valid(&text));
+        assert_eq!(ascii_prefix(text), prefix(19 * s));
+        assert!(is_valid(text));
         // Invalid after valid text that is not ASCII, strides later.
         text[30 * s - 1] = 0xFF;
-        assert!(!is_valid(&text));
+        assert!(!is_valid(text));
         for tail in [1, 5, 31, 32, 33, 255] {
-            let mut text = vec![b'x'; 2 * s + tail];
-            assert_eq!(ascii_prefix(&text), prefix(text.len()), "tail {tail}");
-            assert!(is_valid(&text), "tail {tail}");
+            let text = placed(&mut buf, 2 * s + tail, 0, b'x');
+            assert_eq!(ascii_prefix(text), prefix(text.len()), "tail {tail}");
+            assert!(is_valid(text), "tail {tail}");
             *text.last_mut().expect("not empty") = 0x80;
-            assert_eq!(ascii_prefix(&text), prefix(2 * s), "tail {tail}");
-            assert!(!is_valid(&text), "tail {tail}");
+            assert_eq!(ascii_prefix(text), prefix(2 * s), "tail {tail}");
+            assert!(!is_valid(text), "tail {tail}");
         }
     }
 

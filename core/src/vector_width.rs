@@ -171,16 +171,18 @@ mod tests {
                 "cap {cap:?} on a CPU with {cpu:?}"
             );
             assert_eq!(vector_width(), now);
-            // The check runs in the width in use: its prefix of a `€` at byte 300 is the
-            // strides before it (AVX2: one of 256 bytes; AVX-512: none of 512) or, without
-            // a vector check for 1.5 KB, nothing.
-            let mut text = vec![b'a'; 1500];
+            // The check runs in the width in use: its prefix of a `€` at byte 300 of text on
+            // a 64-byte boundary is the strides before it (AVX2: one of 256 bytes; AVX-512:
+            // none of 512) or, without a vector check for 1.5 KB, nothing.
+            let mut buf = vec![b'a'; 1500 + 64];
+            let from = buf.as_ptr().addr().wrapping_neg() % 64;
+            let text = &mut buf[from..from + 1500];
             text[300..303].copy_from_slice("€".as_bytes());
             let prefix = match now {
                 VectorWidth::Bits256 => 256,
                 _ => 0,
             };
-            assert_eq!(crate::utf8::ascii_prefix(&text), prefix, "{now:?}");
+            assert_eq!(crate::utf8::ascii_prefix(text), prefix, "{now:?}");
             // Each width validates alike: ASCII, a `€` past the first stride, a broken one.
             let mut text = vec![b'a'; 1500];
             assert!(crate::utf8::is_valid(&text));
