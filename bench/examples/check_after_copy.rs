@@ -12,9 +12,11 @@
 //! piece: the `recv` (system call and copy), each pass (ns; each timed span includes one
 //! clock read, ~20-30 ns a read, so small reads carry a few ns a piece of it).
 //!
-//! `cargo run --release -p feedwire-bench --example check_after_copy -- [SCENARIO] [--seconds S] [--read KiB]…`
+//! `cargo run --release -p feedwire-bench --example check_after_copy --`
+//! `[SCENARIO] [--seconds S] [--read KiB]… [--bits 128|256|512]`
 //! (default `xlarge_depth_diff`, 2 s a read size, reads of 256, 128, 64 and 32 KiB, in turn
-//! twice).
+//! twice; `--bits` caps the vectors, [`feedwire_core::limit_vector_width`]: 256 for the AVX2
+//! check on a CPU with AVX-512).
 #![allow(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
 
 use std::io::{Read, Write};
@@ -24,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use feedwire_core::testing::{in_vectors, Lane, TextCheck};
+use feedwire_core::{limit_vector_width, VectorWidth};
 use feedwire_replay::measure::pin_to_cpu;
 use feedwire_replay::Scenario;
 
@@ -112,6 +115,15 @@ fn main() -> Result<(), String> {
         match flag.as_str() {
             "--seconds" => seconds = value,
             "--read" => reads.push((value as usize).max(1) * 1024),
+            "--bits" => {
+                let cap = match value as u32 {
+                    128 => VectorWidth::Bits128,
+                    256 => VectorWidth::Bits256,
+                    512 => VectorWidth::Bits512,
+                    other => return Err(format!("--bits {other}: 128, 256 or 512")),
+                };
+                limit_vector_width(cap);
+            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -146,8 +158,9 @@ fn main() -> Result<(), String> {
     pin_to_cpu(0).map_err(|e| format!("pin the reader: {e}"))?;
     let mut sock = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
     println!(
-        "{}: pieces of {piece} B (the mean payload), {seconds} s a read size",
-        scenario.name()
+        "{}: pieces of {piece} B (the mean payload), {seconds} s a read size, vectors {:?}",
+        scenario.name(),
+        feedwire_core::vector_width()
     );
     println!("| read | reads | mean read B | recv ns/piece | check ns/piece | again ns/piece |");
     println!("|---:|---:|---:|---:|---:|---:|");

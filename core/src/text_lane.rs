@@ -207,18 +207,15 @@ fn ascii_prefix_in<O: AsciiVectors>(ops: O, bytes: &[u8]) -> usize {
 
 /// The length of an ASCII prefix of `bytes` (at least `O::WIDTH` long), as
 /// [`crate::utf8::ascii_prefix`] has it: all of `bytes`, or where the first stride that holds
-/// a byte ≥ 0x80 begins. From one stride's length on, the strides begin at the first vector
-/// boundary in memory ([`vector_lead`]; the bytes before it checked with one vector first, 0
-/// if they are not ASCII), so that every load but the last is of whole cache lines: a load of
-/// 64 bytes from anywhere else spans two, and spent the loads' speed on that (9,331-byte
-/// pieces of a buffer, AVX-512: 143-150 ns a piece from L2, 65 from L1, against 83 and 47 for
-/// 9,344-byte ones, all on boundaries). Shorter, they begin at `bytes`' start. The one ASCII
-/// walk in vectors: inline in a lane, the per-message check's among them
-/// ([`crate::utf8::AsciiPrefix`]).
+/// a byte ≥ 0x80 begins. From [`ALIGNED_FROM`] bytes on, the strides begin at the first
+/// vector boundary in memory ([`vector_lead`]; the bytes before it checked with one vector
+/// first, 0 if they are not ASCII), so that every load but the last is of whole cache lines.
+/// Shorter, they begin at `bytes`' start. The one ASCII walk in vectors: inline in a lane,
+/// the per-message check's among them ([`crate::utf8::AsciiPrefix`]).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn ascii_prefix<O: AsciiVectors>(ops: O, bytes: &[u8]) -> usize {
-    let lead = if bytes.len() >= O::STRIDE {
+    let lead = if bytes.len() >= ALIGNED_FROM {
         vector_lead::<O>(bytes)
     } else {
         0
@@ -241,6 +238,17 @@ pub(crate) fn ascii_prefix<O: AsciiVectors>(ops: O, bytes: &[u8]) -> usize {
         ascii
     }
 }
+
+/// Shortest text (bytes) whose ASCII walk loads from vector boundaries: a load of 64 bytes
+/// from anywhere else spans two cache lines, and the loads' speed went on that (9,331-byte
+/// pieces of a buffer, AVX-512: 143-150 ns a piece from L2, 65 from L1, against 83 and 47 for
+/// 9,344-byte ones, all on boundaries; right after a 256 KiB `recv`, `check_after_copy`:
+/// 1 KB 15-17 → 11-12 ns, 9 KB 157 → 100). Below, the one vector more that finding the
+/// boundary costs did not pay: 310 bytes in AVX2 vectors 7.0 → 7.7-8.0 ns (1 KB 21-22 → 19,
+/// 9 KB 200 → 142), and in AVX-512 from 256 bytes on the micro-benchmark's 310 bytes +9%.
+/// At least a stride of either width, so at least a vector.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const ALIGNED_FROM: usize = 512;
 
 /// Bytes from the start of `bytes` to the first `O::WIDTH`-byte boundary in memory at or
 /// after it (`0..O::WIDTH`).

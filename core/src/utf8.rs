@@ -63,8 +63,8 @@ pub(crate) const AVX512_STRIDE: usize = 512;
 /// has AVX-512 (BW), in 64-byte vectors, [`AVX512_STRIDE`] bytes at a time; else where it has
 /// AVX2, in 32-byte vectors, [`AVX2_STRIDE`] bytes at a time (either as far as
 /// [`crate::limit_vector_width`] allows): the prefix is the strides before the first that
-/// holds a byte ≥ 0x80, counted from the first vector boundary in memory where `bytes` is a
-/// stride or longer ([`crate::text_lane::ascii_prefix`]). Without either,
+/// holds a byte ≥ 0x80, counted from the first vector boundary in memory where `bytes` is 512
+/// bytes or longer ([`crate::text_lane::ascii_prefix`]). Without either,
 /// [`ascii_prefix_without_vectors`].
 #[inline(always)]
 pub(crate) fn ascii_prefix(bytes: &[u8]) -> usize {
@@ -257,12 +257,12 @@ mod tests {
         stride(len).is_some() || len <= INLINE_UP_TO
     }
 
-    /// The ASCII prefix a vector check in strides of `stride` and vectors of `width` bytes
-    /// reports for `bytes` whose first byte ≥ 0x80 is at `at`: the whole strides before it,
-    /// counted from the first vector boundary in memory once `bytes` is a stride long (none
-    /// if `at` is before the first boundary past the start), else from the start.
+    /// The ASCII prefix a vector check in strides of `stride` and vectors of `width` bytes reports
+    /// for `bytes` whose first byte ≥ 0x80 is at `at`: the whole strides before it, counted from
+    /// the first vector boundary in memory from `ALIGNED_FROM` (512) bytes on (none if `at` is
+    /// before the first boundary past the start), else from the start.
     fn strides_before(bytes: &[u8], at: usize, stride: usize, width: usize) -> usize {
-        let lead = if bytes.len() >= stride {
+        let lead = if bytes.len() >= 512 {
             bytes.as_ptr().addr().wrapping_neg() % width
         } else {
             0
