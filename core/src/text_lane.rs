@@ -250,11 +250,16 @@ pub(crate) fn ascii_prefix<O: AsciiVectors>(ops: O, bytes: &[u8]) -> usize {
 #[cfg(target_arch = "x86_64")]
 pub(crate) const ALIGNED_FROM: usize = 512;
 
+// What the walk from the boundary needs: the text past the lead (up to a vector less a byte)
+// is still at least a vector long.
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(ALIGNED_FROM >= 2 * 64);
+
 /// Bytes from the start of `bytes` to the first `O::WIDTH`-byte boundary in memory at or
 /// after it (`0..O::WIDTH`).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(crate) fn vector_lead<O: AsciiVectors>(bytes: &[u8]) -> usize {
+fn vector_lead<O: AsciiVectors>(bytes: &[u8]) -> usize {
     bytes.as_ptr().addr().wrapping_neg() % O::WIDTH
 }
 
