@@ -411,6 +411,75 @@ mod tests {
         }
     }
 
+    /// Each check's ASCII prefix for a list of messages, in a lane.
+    struct Prefixes<'a>(&'a [Vec<u8>]);
+
+    impl Lane for Prefixes<'_> {
+        type Output = Vec<usize>;
+        #[inline(always)]
+        fn run<C: TextCheck>(self, check: C) -> Vec<usize> {
+            self.0.iter().map(|m| check.ascii_prefix(m)).collect()
+        }
+    }
+
+    /// What the prefix is for: ASCII text is all prefix (none of it handed to simdutf8) in
+    /// every check that takes its length — the vector checks at every length, the baseline
+    /// up to `INLINE_UP_TO` bytes (beyond, by design, simdutf8 alone) — and no check's
+    /// prefix reaches past a byte ≥ 0x80. A check whose prefix were always 0 would still
+    /// answer right, only slowly: `every_width_answers_as_the_standard_library` let the
+    /// baseline's through, under a mutant.
+    #[test]
+    fn ascii_text_is_all_prefix_and_no_prefix_passes_a_high_byte() {
+        let _width = crate::vector_width::width_lock();
+        let _lift = crate::vector_width::LiftCap;
+        let lengths: Vec<usize> = (0..=200).chain([255, 256, 511, 512, 513, 9000]).collect();
+        let ascii: Vec<Vec<u8>> = lengths.iter().map(|&len| vec![b'a'; len]).collect();
+        let mut high = Vec::new();
+        for &len in &lengths {
+            for at in [0, len / 2, len.saturating_sub(1)] {
+                if at < len {
+                    let mut m = vec![b'a'; len];
+                    m[at] = 0xFF;
+                    high.push((m, at));
+                }
+            }
+        }
+        let high_texts: Vec<Vec<u8>> = high.iter().map(|(m, _)| m.clone()).collect();
+        let check = |what: &str, vectors: bool, prefixes: &dyn Fn(&[Vec<u8>]) -> Vec<usize>| {
+            let all_prefix = |len: usize| vectors || len <= crate::utf8::INLINE_UP_TO;
+            let expected: Vec<usize> = lengths
+                .iter()
+                .map(|&len| if all_prefix(len) { len } else { 0 })
+                .collect();
+            assert_eq!(prefixes(&ascii), expected, "{what}: ASCII text");
+            for (prefix, (m, at)) in prefixes(&high_texts).into_iter().zip(&high) {
+                assert!(
+                    prefix <= *at,
+                    "{what}: {prefix} past 0xFF at {at} of {}",
+                    m.len()
+                );
+            }
+        };
+        check("baseline", false, &|m| Prefixes(m).run(Baseline));
+        let in_use = crate::vector_width::vector_width();
+        let vectors = in_use >= crate::vector_width::VectorWidth::Bits256;
+        check("widest in use", vectors, &|m| in_vectors(Prefixes(m)));
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::vector_width::{widest_of_cpu, VectorWidth};
+            if widest_of_cpu() >= VectorWidth::Bits256 {
+                // SAFETY: only where the CPU has AVX2.
+                #[allow(unsafe_code)]
+                check("AVX2", true, &|m| unsafe { run_avx2(Prefixes(m)) });
+            }
+            if widest_of_cpu() == VectorWidth::Bits512 {
+                // SAFETY: only where the CPU has AVX-512 F and BW (and AVX2).
+                #[allow(unsafe_code)]
+                check("AVX-512", true, &|m| unsafe { run_avx512(Prefixes(m)) });
+            }
+        }
+    }
+
     #[test]
     fn a_lane_runs_in_the_width_in_use() {
         let _width = crate::vector_width::width_lock();

@@ -107,7 +107,7 @@ pub(crate) fn ascii_prefix_without_vectors(bytes: &[u8]) -> usize {
 const VECTORS_FROM: usize = 256;
 
 /// Longest input (bytes) checked inline when no vector check takes it.
-const INLINE_UP_TO: usize = 512;
+pub(crate) const INLINE_UP_TO: usize = 512;
 
 /// Validation state of one text message.
 #[derive(Debug, Default, Clone)]
