@@ -1,10 +1,11 @@
 //! UTF-8 validation of text messages, whole or arriving in pieces (across reads and across
-//! fragments): an ASCII check first (AVX-512 or AVX2 vectors where the CPU has them), simdutf8 for
-//! what is not ASCII. Each byte is read once, except that the first and last vectors may overlap
-//! their neighbours, that a stride (256 or 512 bytes) with a byte ≥ 0x80 (and up to a vector before
-//! it) is read again by simdutf8, that up to 3 bytes of a character split between pieces are
-//! carried and checked when the character completes, and that a piece the fast validator rejects
-//! (it ends inside a character, or holds invalid bytes) is read again by the one that says where.
+//! fragments): an ASCII check first (AVX-512 or AVX2 vectors where the CPU has them),
+//! simdutf8 for what is not ASCII. Each byte is read once, except that the first and last
+//! vectors may overlap their neighbours, that a stride (256 or 512 bytes) with a byte ≥ 0x80
+//! (and up to a vector before it) is read again by simdutf8, that up to 3 bytes of a
+//! character split between pieces are carried and checked when the character completes, and
+//! that a piece the fast validator rejects (it ends inside a character, or holds invalid
+//! bytes) is read again by the one that says where.
 
 /// Whether `bytes` is valid UTF-8, as one whole message. Market data is nearly all ASCII, and
 /// whether bytes are ASCII is one OR a vector of them, at the speed they load: cheaper than

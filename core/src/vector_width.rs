@@ -51,11 +51,11 @@ pub fn vector_width() -> VectorWidth {
 }
 
 /// Holds the ASCII check and the line search of every stream in this process to vectors no
-/// wider than `widest` (from each stream's next message or read on), and returns the width in use now: `widest`, the
-/// CPU's widest where that is narrower, or the architecture's narrowest where `widest` is
-/// narrower still (on x86-64 SSE2, which every x86-64 has: `Scalar` gives `Bits128`).
-/// `VectorWidth::Bits512` lifts the cap. The setting is a speed trade only: every width
-/// accepts and rejects the same bytes.
+/// wider than `widest` (from each stream's next message or read on), and returns the width
+/// in use now: `widest`, the CPU's widest where that is narrower, or the architecture's
+/// narrowest where `widest` is narrower still (on x86-64 SSE2, which every x86-64 has:
+/// `Scalar` gives `Bits128`). `VectorWidth::Bits512` lifts the cap. The setting is a speed
+/// trade only: every width accepts and rejects the same bytes.
 ///
 /// ```
 /// use feedwire_core::{limit_vector_width, vector_width, VectorWidth};

@@ -328,7 +328,8 @@ impl<H> LoopHandle<H> {
     /// The Binance streams stream `id` subscribes on every connection (those its URL names
     /// among them, less those unsubscribed), as it has them now: what a second stream
     /// subscribes to take over from this one (make-before-break, at
-    /// [`StreamEvent::ReconnectDue`](feedwire_core::StreamEvent::ReconnectDue)). A subscription the server refused is not among them.
+    /// [`StreamEvent::ReconnectDue`](feedwire_core::StreamEvent::ReconnectDue)). A
+    /// subscription the server refused is not among them.
     pub fn subscriptions(&self, id: StreamId) -> Result<Vec<String>, LoopError> {
         self.call(|r| Command::Subscriptions(id, r))
     }

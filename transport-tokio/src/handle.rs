@@ -169,8 +169,8 @@ impl StreamHandle {
     }
 
     /// Asks a Binance stream endpoint for the connection's streams (the stream must be
-    /// open); the answer arrives among the events as
-    /// [`StreamEvent::Response`] with [`RequestKind::ListSubscriptions`](feedwire_core::RequestKind::ListSubscriptions).
+    /// open); the answer arrives among the events as [`StreamEvent::Response`] with
+    /// [`RequestKind::ListSubscriptions`](feedwire_core::RequestKind::ListSubscriptions).
     pub async fn list_subscriptions(&self) -> Result<(), CommandError> {
         self.call(Command::ListSubscriptions).await
     }
