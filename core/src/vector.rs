@@ -204,6 +204,35 @@ mod tests {
             let past = over.is_some_and(|i| span[i] < u8::MAX && Some(i) != slash);
             proptest::prop_assert_eq!(vector, !past && !bytes.contains(&b'\\'));
             proptest::prop_assert_eq!(super::is_ascii(&text), portable::is_ascii(&text));
+            // Random bytes are nearly never all ASCII: the same text with the high bits off.
+            let ascii: Vec<u8> = text.iter().map(|b| b & 0x7F).collect();
+            proptest::prop_assert!(portable::is_ascii(&ascii));
+            proptest::prop_assert_eq!(super::is_ascii(&ascii), portable::is_ascii(&ascii));
+        }
+    }
+
+    /// A backslash is flagged whatever its range says, in the vectors and the byte loops
+    /// alike — also where its range flags it too with every bit (`byte + offset` = 0xFF over
+    /// a span of 0), which flags combined with `^` rather than `|` would cancel.
+    #[test]
+    fn a_backslash_out_of_its_range_too_is_flagged() {
+        use super::portable;
+        let mut bytes = [b'a'; 16];
+        bytes[5] = b'\\';
+        for off in 0..=u8::MAX {
+            let mut offset = bytes.map(|b| 0u8.wrapping_sub(b));
+            offset[5] = off;
+            let mut span = [u8::MAX; 16];
+            span[5] = 0;
+            let vector = flag_out_of_range(no_flags(), &bytes, &pattern(offset), &pattern(span));
+            assert!(!none_flagged(vector), "vectors, offset {off}");
+            let loops = portable::flag_out_of_range(
+                portable::no_flags(),
+                &bytes,
+                &portable::pattern(offset),
+                &portable::pattern(span),
+            );
+            assert!(!portable::none_flagged(loops), "byte loops, offset {off}");
         }
     }
 
