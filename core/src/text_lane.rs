@@ -431,7 +431,6 @@ mod tests {
     #[test]
     fn ascii_text_is_all_prefix_and_no_prefix_passes_a_high_byte() {
         let _width = crate::vector_width::width_lock();
-        let _lift = crate::vector_width::LiftCap;
         let lengths: Vec<usize> = (0..=200).chain([255, 256, 511, 512, 513, 9000]).collect();
         let ascii: Vec<Vec<u8>> = lengths.iter().map(|&len| vec![b'a'; len]).collect();
         let mut high = Vec::new();
