@@ -433,17 +433,18 @@ mod tests {
         let _width = crate::vector_width::width_lock();
         let lengths: Vec<usize> = (0..=200).chain([255, 256, 511, 512, 513, 9000]).collect();
         let ascii: Vec<Vec<u8>> = lengths.iter().map(|&len| vec![b'a'; len]).collect();
-        let mut high = Vec::new();
+        // Texts with one 0xFF, and where it is.
+        let (mut high, mut high_at) = (Vec::new(), Vec::new());
         for &len in &lengths {
             for at in [0, len / 2, len.saturating_sub(1)] {
                 if at < len {
                     let mut m = vec![b'a'; len];
                     m[at] = 0xFF;
-                    high.push((m, at));
+                    high.push(m);
+                    high_at.push(at);
                 }
             }
         }
-        let high_texts: Vec<Vec<u8>> = high.iter().map(|(m, _)| m.clone()).collect();
         let check = |what: &str, vectors: bool, prefixes: &dyn Fn(&[Vec<u8>]) -> Vec<usize>| {
             let all_prefix = |len: usize| vectors || len <= crate::utf8::INLINE_UP_TO;
             let expected: Vec<usize> = lengths
@@ -451,7 +452,7 @@ mod tests {
                 .map(|&len| if all_prefix(len) { len } else { 0 })
                 .collect();
             assert_eq!(prefixes(&ascii), expected, "{what}: ASCII text");
-            for (prefix, (m, at)) in prefixes(&high_texts).into_iter().zip(&high) {
+            for ((prefix, at), m) in prefixes(&high).into_iter().zip(&high_at).zip(&high) {
                 assert!(
                     prefix <= *at,
                     "{what}: {prefix} past 0xFF at {at} of {}",
