@@ -28,7 +28,7 @@ fn test_pki(names: &[&str]) -> (RootCertStore, Arc<ServerConfig>) {
         .unwrap();
     let mut roots = RootCertStore::empty();
     roots.add(ca_cert.der().clone()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let server = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
@@ -794,7 +794,8 @@ fn key_update_requests_from_the_server_queue_one_answer_not_one_each() {
 /// After the handshake, a quiet session holds its ciphertext buffer and next to nothing
 /// else (`buffer_capacity` counts it, and what waits to be sent): encoding the handshake's
 /// records no longer leaves a record's worth of zeroed room (18.7 KiB per record) behind in
-/// the outbox — measured 57 → 28 KB an idle TLS connection.
+/// the outbox — measured 57 → 28 KB an idle TLS connection. What the outbox keeps is the
+/// room of the largest flight it held: the ClientHello, 1.5 KB with its ML-KEM key share.
 #[test]
 fn a_quiet_session_holds_little_besides_its_ciphertext_buffer() {
     let (mut tls, mut server) = connected();
@@ -810,7 +811,7 @@ fn a_quiet_session_holds_little_besides_its_ciphertext_buffer() {
     deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
     for held in [fresh, tls.buffer_capacity()] {
         assert!(
-            (CIPHERTEXT_BUFFER..=CIPHERTEXT_BUFFER + 1024).contains(&held),
+            (CIPHERTEXT_BUFFER..=CIPHERTEXT_BUFFER + 2048).contains(&held),
             "{held} bytes held, the ciphertext buffer being {CIPHERTEXT_BUFFER}"
         );
     }

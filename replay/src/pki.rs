@@ -36,10 +36,10 @@ impl TestPki {
         let key = KeyPair::generate()?;
         let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
         let cert = params.signed_by(&key, &issuer)?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let server = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
+            .expect("aws-lc-rs supports the default protocol versions")
             .with_no_client_auth()
             .with_single_cert(
                 vec![CertificateDer::from(cert.der().to_vec())],
