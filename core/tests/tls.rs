@@ -15,6 +15,14 @@ use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 
 /// A CA and a server certificate for `names`, signed by it.
 fn test_pki(names: &[&str]) -> (RootCertStore, Arc<ServerConfig>) {
+    test_pki_with(names, rustls::crypto::aws_lc_rs::default_provider())
+}
+
+/// [`test_pki`] with the server's crypto provider (its key exchanges) given.
+fn test_pki_with(
+    names: &[&str],
+    provider: rustls::crypto::CryptoProvider,
+) -> (RootCertStore, Arc<ServerConfig>) {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -28,8 +36,7 @@ fn test_pki(names: &[&str]) -> (RootCertStore, Arc<ServerConfig>) {
         .unwrap();
     let mut roots = RootCertStore::empty();
     roots.add(ca_cert.der().clone()).unwrap();
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let server = ServerConfig::builder_with_provider(provider)
+    let server = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_no_client_auth()
@@ -447,6 +454,58 @@ fn connected() -> (TlsSession, ServerConnection) {
 }
 
 /// What the server has to send, as ciphertext.
+/// The key exchange a server offering `groups` (most preferred first) agrees with our
+/// default configuration, and whether the handshake took the one ClientHello: the client is
+/// done after one flight each way, no HelloRetryRequest.
+fn key_exchange_against(
+    groups: &[&'static dyn rustls::crypto::SupportedKxGroup],
+) -> (rustls::NamedGroup, bool) {
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    provider.kx_groups = groups.to_vec();
+    let (roots, server_config) = test_pki_with(&["localhost"], provider);
+    let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
+    let mut server = ServerConnection::new(server_config).unwrap();
+    let mut hello = Vec::new();
+    while let Some(c) = tls.poll_transmit() {
+        hello.extend_from_slice(&c);
+    }
+    let mut input = &hello[..];
+    while !input.is_empty() {
+        server.read_tls(&mut input).unwrap();
+    }
+    server.process_new_packets().unwrap();
+    let answer = server_output(&mut server);
+    deliver(&mut tls, &answer, &mut Collect::default()).unwrap();
+    let one_round_trip = !tls.is_handshaking();
+    // Whatever it took, the handshake completes.
+    pump(&mut tls, &mut server, &mut Collect::default()).unwrap();
+    assert!(!tls.is_handshaking() && !server.is_handshaking());
+    let group = server.negotiated_key_exchange_group().unwrap().name();
+    (group, one_round_trip)
+}
+
+/// The default configuration agrees the post-quantum hybrid with a server that has it, and
+/// X25519 with one that has only that, in the same one round trip: the ClientHello carries
+/// both shares.
+#[test]
+fn the_key_exchange_is_post_quantum_where_the_server_can_and_x25519_costs_no_retry() {
+    use rustls::crypto::aws_lc_rs::kx_group;
+    use rustls::NamedGroup;
+    assert_eq!(
+        key_exchange_against(rustls::crypto::aws_lc_rs::DEFAULT_KX_GROUPS),
+        (NamedGroup::X25519MLKEM768, true)
+    );
+    assert_eq!(
+        key_exchange_against(&[kx_group::X25519]),
+        (NamedGroup::X25519, true)
+    );
+    // A server with neither takes a retry, and still agrees one the client offers.
+    assert_eq!(
+        key_exchange_against(&[kx_group::SECP256R1]),
+        (NamedGroup::secp256r1, false)
+    );
+}
+
 fn server_output(server: &mut ServerConnection) -> Vec<u8> {
     let mut out = Vec::new();
     while server.wants_write() {
