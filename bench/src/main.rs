@@ -151,7 +151,8 @@ fn main() -> ExitCode {
         };
         let transport = if options.tls {
             "Over TLS (`--tls`): the replay server encrypts with rustls (TLS 1.3, AES-GCM, its \
-             test CA) and every client verifies it with the same rustls configuration. feedwire \
+             test CA) and every client verifies it with the same rustls configuration (the \
+             core's `tls_config_with_roots`: the aws-lc-rs provider). feedwire \
              uses its core's TLS layer (rustls's unbuffered API); the peers take a tokio-rustls \
              stream, nexus-web rustls's blocking `StreamOwned`, and the limit reads through \
              `StreamOwned` too — what reading costs with TLS set up as rustls documents it and \
