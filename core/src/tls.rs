@@ -129,7 +129,8 @@ pub struct TlsSession {
     /// [`handle_read`](Self::handle_read), at most one partial record (or, during the
     /// handshake, a handshake message rustls is joining across records).
     /// INVARIANT: `start <= end <= incoming.len()`; `CIPHERTEXT_READ + MAX_RECORD <=
-    /// incoming.len() <= INCOMING_LIMIT`, zeroed once.
+    /// incoming.len() <= INCOMING_LIMIT`, zeroed once — or empty, released while quiet
+    /// ([`release_read_buffer`](Self::release_read_buffer)) until the next read.
     incoming: Vec<u8>,
     start: usize,
     end: usize,
@@ -170,9 +171,10 @@ pub fn mozilla_roots() -> RootCertStore {
 /// with X25519), which *ring*'s provider lacks — rustls deprecated that provider for it in
 /// 0.23.48. A key share for X25519 goes in the same ClientHello, so a server without
 /// ML-KEM costs no extra round trip. The hybrid's shares add about 1 KB to each side's first
-/// flight and about 6 KB to an idle connection (35 against 29 KB, `many_streams --tls`); an
-/// application holding many idle streams can narrow the provider's `kx_groups` to X25519 in
-/// a configuration of its own.
+/// flight and about 4-5 KB to an idle connection (34-35 against 30 KB, `many_streams --tls`
+/// with and without `--x25519`); an application holding many idle streams can narrow the
+/// provider's `kx_groups` to X25519 in a configuration of its own (`many_streams`'s
+/// `x25519_only`).
 pub fn tls_config_with_roots(roots: RootCertStore) -> Arc<ClientConfig> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = ClientConfig::builder_with_provider(provider)
@@ -212,9 +214,9 @@ impl TlsSession {
     }
 
     /// Bytes of memory the session's own buffers hold (their capacity): ciphertext in
-    /// (81 KiB once read into, more only while a handshake message spans records),
-    /// plaintext held or waiting to be encrypted, ciphertext not yet taken. rustls's own
-    /// state is not counted.
+    /// (81 KiB once read into, more only while a handshake message spans records, none
+    /// after [`release_read_buffer`](Self::release_read_buffer)), plaintext held or waiting
+    /// to be encrypted, ciphertext not yet taken. rustls's own state is not counted.
     pub fn buffer_capacity(&self) -> usize {
         self.incoming.capacity()
             + self.held.capacity()
@@ -243,6 +245,9 @@ impl TlsSession {
 
     /// Space for the next ciphertext read: at least 64 KiB.
     pub fn read_buf(&mut self) -> &mut [u8] {
+        if self.incoming.is_empty() {
+            self.incoming = vec![0; CIPHERTEXT_READ + MAX_RECORD];
+        }
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -257,6 +262,26 @@ impl TlsSession {
             self.incoming.resize(INCOMING_LIMIT, 0);
         }
         &mut self.incoming[self.end..]
+    }
+
+    /// Frees the ciphertext buffer if no partial record waits in it, and every other buffer
+    /// that holds nothing (the outbox keeps the room of the largest flight it held, the
+    /// ClientHello's, otherwise): for a transport holding many quiet streams. The next
+    /// [`read_buf`](Self::read_buf) allocates the ciphertext buffer again, whole. Returns
+    /// whether the ciphertext buffer was freed.
+    pub fn release_read_buffer(&mut self) -> bool {
+        for buf in [&mut self.outbox, &mut self.held, &mut self.unsent] {
+            if buf.is_empty() {
+                *buf = BytesMut::new();
+            }
+        }
+        if self.start != self.end || self.incoming.is_empty() {
+            return false;
+        }
+        self.incoming = Vec::new();
+        self.start = 0;
+        self.end = 0;
+        true
     }
 
     /// `n` ciphertext bytes arrived in [`read_buf`](Self::read_buf): decrypts every complete

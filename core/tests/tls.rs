@@ -854,7 +854,8 @@ fn key_update_requests_from_the_server_queue_one_answer_not_one_each() {
 /// else (`buffer_capacity` counts it, and what waits to be sent): encoding the handshake's
 /// records no longer leaves a record's worth of zeroed room (18.7 KiB per record) behind in
 /// the outbox — measured 57 → 28 KB an idle TLS connection. What the outbox keeps is the
-/// room of the largest flight it held: the ClientHello, 1.5 KB with its ML-KEM key share.
+/// room of the largest flight it held: the ClientHello, 1.5 KB with its ML-KEM key share,
+/// until `release_read_buffer` (a quiet stream's), after which the session holds nothing.
 #[test]
 fn a_quiet_session_holds_little_besides_its_ciphertext_buffer() {
     let (mut tls, mut server) = connected();
@@ -874,6 +875,9 @@ fn a_quiet_session_holds_little_besides_its_ciphertext_buffer() {
             "{held} bytes held, the ciphertext buffer being {CIPHERTEXT_BUFFER}"
         );
     }
+    assert!(tls.release_read_buffer());
+    assert_eq!(tls.buffer_capacity(), 0, "released: nothing held");
+    assert!(!tls.release_read_buffer(), "nothing left to release");
     // 100 KB written and not yet taken by the transport: counted, as ciphertext waiting.
     tls.write_plaintext(&[b'x'; 100_000]);
     let waiting = tls.buffer_capacity();
@@ -881,6 +885,38 @@ fn a_quiet_session_holds_little_besides_its_ciphertext_buffer() {
         (CIPHERTEXT_BUFFER + 100_000..CIPHERTEXT_BUFFER + 300_000).contains(&waiting),
         "{waiting}"
     );
+}
+
+/// A partial record keeps the ciphertext buffer through a release, and completes intact;
+/// released between records, the next read gets the whole buffer back, and reading goes on.
+#[test]
+fn a_released_session_reads_on_and_a_partial_record_is_kept() {
+    let (mut tls, mut server) = connected();
+    let mut sink = Collect {
+        accepting: true,
+        ..Collect::default()
+    };
+    server.writer().write_all(b"after a quiet spell").unwrap();
+    let record = server_output(&mut server);
+    let buf = tls.read_buf();
+    buf[..10].copy_from_slice(&record[..10]);
+    tls.handle_read(10, &mut sink).unwrap();
+    assert!(!tls.release_read_buffer(), "a partial record is kept");
+    assert!(tls.buffer_capacity() >= CIPHERTEXT_BUFFER);
+    let buf = tls.read_buf();
+    buf[..record.len() - 10].copy_from_slice(&record[10..]);
+    tls.handle_read(record.len() - 10, &mut sink).unwrap();
+    assert_eq!(sink.bytes, b"after a quiet spell");
+    assert!(tls.release_read_buffer());
+    assert_eq!(tls.buffer_capacity(), 0);
+    assert_eq!(
+        tls.read_buf().len(),
+        CIPHERTEXT_BUFFER,
+        "the whole buffer again"
+    );
+    server.writer().write_all(b" and more").unwrap();
+    deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
+    assert_eq!(sink.bytes, b"after a quiet spell and more");
 }
 
 /// A sink of the application's own that leaves `accepts_input` as it is takes input: `feed`

@@ -525,6 +525,64 @@ fn wait_until_closed(s: &dyn Session) {
     }
 }
 
+/// Waits (at most [`TIMEOUT`]) for the stream's read buffer to be given back; how long it
+/// took.
+fn wait_until_released(s: &dyn Session, what: &str) -> Duration {
+    let started = Instant::now();
+    while s.stats().read_buffer_bytes > 0 {
+        assert!(started.elapsed() < TIMEOUT, "{what}: never released");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    started.elapsed()
+}
+
+/// A stream quiet for a second (`Timeouts::release_read_memory`) gives its read buffer back
+/// — over TLS too, where the adapter then frees the session's ciphertext buffer — and works
+/// on: the next read takes a buffer again, and the next quiet second gives it back again.
+pub fn quiet_streams_give_their_read_memory_back(adapter: &dyn Adapter) {
+    for tls in [false, true] {
+        let srv = replay(ReplayConfig {
+            count: Some(100),
+            tls,
+            hold_open: true,
+            ..ReplayConfig::new(Scenario::SmallAggTrade)
+        });
+        let mut s = start(adapter, StreamConfig::binance_stream(&srv.url()), &srv);
+        let mut data = 0;
+        while data < 100 {
+            if let Some(StreamEvent::Data { .. }) = next(s.as_mut()) {
+                data += 1;
+            }
+        }
+        assert!(
+            s.stats().read_buffer_bytes > 0,
+            "tls={tls}: a stream just read holds its buffer"
+        );
+        let quiet = wait_until_released(s.as_ref(), &format!("tls={tls}"));
+        assert!(
+            quiet >= Duration::from_millis(500),
+            "tls={tls}: released {quiet:?} after the last data, before a quiet second"
+        );
+        // A request's answer is a read: the stream works on, and goes quiet again.
+        // A request's answer is a read: the stream works on, and goes quiet again.
+        let reads = s.stats().reads;
+        s.list_subscriptions().unwrap();
+        assert_eq!(
+            listed_streams(s.as_mut()),
+            ["btcusdt@aggTrade"],
+            "tls={tls}"
+        );
+        assert!(s.stats().reads > reads, "tls={tls}: the answer was read");
+        assert!(
+            s.stats().read_buffer_bytes > 0,
+            "tls={tls}: the read took a buffer again"
+        );
+        wait_until_released(s.as_ref(), &format!("tls={tls}, after the answer"));
+        s.stop();
+        assert_eq!(last_event(s.as_mut()), Some(CLOSED_BY_US), "tls={tls}");
+    }
+}
+
 /// A consumer that stops taking events makes the adapter stop reading: memory stays
 /// bounded, and nothing is dropped.
 pub fn slow_consumer_keeps_memory_bounded(adapter: &dyn Adapter) {
@@ -1522,6 +1580,7 @@ macro_rules! adapter_scenarios {
     (@handler $adapter:expr) => {
         $crate::adapter_scenarios!(@each $adapter;
             websocket_firehose,
+            quiet_streams_give_their_read_memory_back,
             betfair_lines_over_tls,
             stop_on_an_idle_stream,
             crash_on_a_busy_stream,

@@ -6,7 +6,8 @@
 //!
 //! Options: `--idle N` (10000), `--active N` (1000), `--count N` messages per active stream
 //! (2000), `--scenario NAME` for the active streams (small_aggtrade), `--tls` (every stream
-//! over TLS, the servers' test CA trusted), `--shared` (the active streams' events go to one
+//! over TLS, the servers' test CA trusted), `--x25519` (with `--tls`: the key exchange narrowed
+//! to X25519, as `tls_config_with_roots` suggests for many idle streams), `--shared` (the active streams' events go to one
 //! `shared_event_channel` taken by a thread of their own, not to handlers on the loop's).
 //! The CPU is the whole process's: loop and consumer.
 //! The last line: `idle_bytes_per_conn=N active_cpu_us_per_msg=X active_msgs=M`.
@@ -28,6 +29,7 @@ struct Options {
     count: usize,
     scenario: Scenario,
     tls: bool,
+    x25519: bool,
     shared: bool,
 }
 
@@ -38,12 +40,17 @@ fn options() -> Result<Options, String> {
         count: 2_000,
         scenario: Scenario::SmallAggTrade,
         tls: false,
+        x25519: false,
         shared: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--tls" {
             o.tls = true;
+            continue;
+        }
+        if flag == "--x25519" {
+            o.x25519 = true;
             continue;
         }
         if flag == "--shared" {
@@ -93,6 +100,24 @@ impl Handler for Counter {
     }
 }
 
+/// The core's configuration with one key exchange, X25519: no ML-KEM share in the
+/// ClientHello, none kept while the handshake runs.
+fn x25519_only(
+    roots: feedwire_core::rustls::RootCertStore,
+) -> Arc<feedwire_core::rustls::ClientConfig> {
+    use feedwire_core::rustls::crypto::aws_lc_rs;
+    let provider = feedwire_core::rustls::crypto::CryptoProvider {
+        kx_groups: vec![aws_lc_rs::kx_group::X25519],
+        ..aws_lc_rs::default_provider()
+    };
+    let config = feedwire_core::rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()
+        .expect("aws-lc-rs supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(config)
+}
+
 fn wait_until(what: &str, limit: Duration, done: impl Fn() -> bool) -> Result<(), String> {
     let deadline = Instant::now() + limit;
     while !done() {
@@ -131,7 +156,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let lp = LoopHandle::spawn(MioOptions {
-        tls: o.tls.then(|| feedwire_core::tls_config_with_roots(roots)),
+        tls: o.tls.then(|| {
+            if o.x25519 {
+                x25519_only(roots)
+            } else {
+                feedwire_core::tls_config_with_roots(roots)
+            }
+        }),
         ..MioOptions::default()
     })?;
     let messages = Arc::new(AtomicU64::new(0));

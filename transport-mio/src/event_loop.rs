@@ -34,9 +34,6 @@ pub(crate) const USER_TOKEN_BIT: usize = 1 << (usize::BITS - 1);
 /// not in one go while every open stream waits (measured: 1,200 in one turn, 482 ms).
 const COMMANDS_PER_TURN: usize = 32;
 
-/// A stream that read nothing for this long gives its read buffer back (idle memory).
-const IDLE_RELEASE: Duration = Duration::from_secs(1);
-
 pub(crate) struct EventLoop<H> {
     poll: Poll,
     /// INVARIANT: every sender wakes the loop's `Waker` after each send (`LoopHandle::send`,
@@ -56,8 +53,6 @@ pub(crate) struct EventLoop<H> {
     /// allocated again once both have grown (an allocation per wake-up otherwise: per
     /// message, on a paced stream).
     servicing: Vec<StreamId>,
-    /// When quiet streams' read buffers are released next.
-    next_sweep: Instant,
     tls: Arc<ClientConfig>,
     options: MioOptions,
     id: LoopId,
@@ -85,7 +80,6 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                 deadlines: Deadlines::default(),
                 ready: Vec::new(),
                 servicing: Vec::new(),
-                next_sweep: Instant::now() + IDLE_RELEASE,
                 tls: options.tls.clone().unwrap_or_else(default_tls_config),
                 options,
                 id: LoopId::new(),
@@ -131,8 +125,11 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         user: &mut dyn FnMut(&mio::event::Event),
     ) -> io::Result<bool> {
         {
-            let timeout = self.poll_timeout();
-            self.wait(events, max_wait.map_or(timeout, |m| m.min(timeout)))?;
+            let timeout = match (self.poll_timeout(), max_wait) {
+                (Some(t), Some(m)) => Some(t.min(m)),
+                (t, m) => t.or(m),
+            };
+            self.wait(events, timeout)?;
             // Every command is sent with a wake: the channel is looked at only after one.
             let mut woken = false;
             for event in events.iter() {
@@ -195,15 +192,15 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         true
     }
 
-    /// Waits for readiness for at most `timeout`. With
+    /// Waits for readiness for at most `timeout` (`None`: until something happens). With
     /// [`MioOptions::busy_poll`], the first part of the wait polls without sleeping: the
     /// data is taken the moment it is readable, not after the thread's wake-up.
-    fn wait(&mut self, events: &mut Events, timeout: Duration) -> io::Result<()> {
+    fn wait(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
         let spin = self.options.busy_poll;
-        if spin.is_zero() || timeout.is_zero() {
-            return poll(&mut self.poll, events, Some(timeout));
+        if spin.is_zero() || timeout.is_some_and(|t| t.is_zero()) {
+            return poll(&mut self.poll, events, timeout);
         }
-        let spin = timeout.min(spin);
+        let spin = timeout.map_or(spin, |t| t.min(spin));
         let start = Instant::now();
         loop {
             poll(&mut self.poll, events, Some(Duration::ZERO))?;
@@ -212,7 +209,11 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             }
             let spun = start.elapsed();
             if spun >= spin {
-                return poll(&mut self.poll, events, Some(timeout.saturating_sub(spun)));
+                return poll(
+                    &mut self.poll,
+                    events,
+                    timeout.map(|t| t.saturating_sub(spun)),
+                );
             }
         }
     }
@@ -223,7 +224,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
     /// what it waited for is not already in the socket — an answer is read before its
     /// request times out, a Close before the close timer, data before the idle timer. The
     /// clock is read once for the first stream and again before each further one: every
-    /// stream's input is stamped with the time its service began, the timers and the sweep
+    /// stream's input is stamped with the time its service began, the timers
     /// take the last stream's time (a deadline due within a service fires at the next turn,
     /// which then does not wait), and a wake-up for one stream (on a paced feed, one a
     /// message) reads the clock once.
@@ -233,7 +234,6 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
         // iteration already; the timers' own marks follow them and are serviced now.
         let carried = self.ready.len();
         self.fire_timers(now);
-        self.sweep_idle_buffers(now);
         if self.ready.len() > carried {
             self.service_marked(now, carried);
         }
@@ -305,10 +305,10 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
     }
 
     /// Zero while a stream still has unread input or commands wait; else until the earliest
-    /// deadline (the idle sweep's at the latest, so there always is one). A stream whose
-    /// events wait for room in its channel needs no turn before its consumer takes them,
-    /// which wakes the loop.
-    fn poll_timeout(&mut self) -> Duration {
+    /// deadline, `None` if there is none (a loop of quiet streams that gave their read
+    /// memory back sleeps until something happens). A stream whose events wait for room in
+    /// its channel needs no turn before its consumer takes them, which wakes the loop.
+    fn poll_timeout(&mut self) -> Option<Duration> {
         let mut more_input = false;
         for id in &self.ready {
             if let Some(e) = self.streams.get_mut(*id) {
@@ -316,30 +316,11 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             }
         }
         if more_input || self.commands_left {
-            return Duration::ZERO;
+            return Some(Duration::ZERO);
         }
-        // The earliest instant first: one subtraction, not one per source.
-        let earliest = self
-            .deadlines
+        self.deadlines
             .next()
-            .map_or(self.next_sweep, |t| t.min(self.next_sweep));
-        earliest.saturating_duration_since(Instant::now())
-    }
-
-    /// Once a second: streams quiet for [`IDLE_RELEASE`] release their read buffers, so an
-    /// idle connection holds no read memory.
-    fn sweep_idle_buffers(&mut self, now: Instant) {
-        if now < self.next_sweep {
-            return;
-        }
-        self.next_sweep = now + IDLE_RELEASE;
-        for id in self.streams.ids() {
-            if let Some(e) = self.streams.get_mut(id) {
-                if now.saturating_duration_since(e.last_read) >= IDLE_RELEASE {
-                    e.stream.release_read_buffer(now);
-                }
-            }
-        }
+            .map(|earliest| earliest.saturating_duration_since(Instant::now()))
     }
 
     fn fire_timers(&mut self, now: Instant) {
@@ -353,6 +334,12 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                         e.stream.handle_reads_held(now);
                     }
                     e.stream.handle_timeout(now);
+                    if e.stream.poll_read_memory_released() {
+                        // Quiet: the ciphertext buffer goes with the stream's read block.
+                        if let Some(tls) = e.sock.as_mut().and_then(|s| s.tls.as_mut()) {
+                            tls.release_read_buffer();
+                        }
+                    }
                     fall_back_if_due(e, self.poll.registry(), id, now);
                     self.mark(id);
                 }
@@ -379,7 +366,6 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                         readable: false,
                         deadline: StreamDeadline::default(),
                         queued: false,
-                        last_read: now,
                         addrs: Vec::new(),
                         trying: None,
                         fallback_at: None,

@@ -67,8 +67,6 @@ pub(crate) struct Entry<H> {
     pub(crate) deadline: StreamDeadline,
     /// Already in this iteration's service list.
     pub(crate) queued: bool,
-    /// Last time bytes were read; quiet streams give their read buffer back.
-    pub(crate) last_read: Instant,
     /// Resolved addresses not tried yet, last first: a refused connect moves to the next
     /// (`localhost` may resolve to `::1` before `127.0.0.1`).
     pub(crate) addrs: Vec<SocketAddr>,
@@ -226,7 +224,6 @@ pub(crate) fn read<H: DataHandler>(
             now = Instant::now();
         }
         budget = budget.saturating_sub(n);
-        e.last_read = now;
         let drained = n < offered && !sock.read_closed;
         match sock.tls.as_mut() {
             None => {

@@ -309,6 +309,9 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                         self.stream.handle_reads_held(now);
                     }
                     self.stream.handle_timeout(now);
+                    if self.stream.poll_read_memory_released() {
+                        self.release_quiet_memory();
+                    }
                 }
                 // Only a stream that can no longer change gets here (the core arms a timer
                 // in every state that waits for something): end it rather than hang.
@@ -605,6 +608,23 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         if self.stream.state().is_terminal() {
             // Dropping the senders tells every waiting caller that the stream ended.
             self.awaited.clear();
+        }
+    }
+
+    /// The stream went quiet and gave its read block back: the TLS session's ciphertext
+    /// buffer goes too, and so do the event batches kept for reuse (each with room for as
+    /// many events as a read once brought, up to `event_capacity`). The batch the
+    /// application holds comes back with the next one.
+    #[cold]
+    fn release_quiet_memory(&mut self) {
+        if let Some(tls) = self.conn.as_mut().and_then(|c| c.tls.as_mut()) {
+            tls.release_read_buffer();
+        }
+        if self.pending.is_empty() {
+            self.pending = VecDeque::new();
+        }
+        if let Output::Channel { spare, .. } = &mut self.output {
+            while spare.try_recv().is_ok() {}
         }
     }
 

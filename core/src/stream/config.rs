@@ -50,6 +50,16 @@ pub struct Timeouts {
     /// presets (each connection then lasts 23 h 40 min to 23 h 50 min). How the connection
     /// is replaced: [`ReconnectPolicy::planned`].
     pub max_lifetime: Option<Duration>,
+    /// Once no byte has been read for this long, the connection gives its read memory back:
+    /// the engine's read block (up to twice `max_read_size`, 512 KiB by default, on a stream
+    /// that was busy) and, through
+    /// [`Stream::poll_read_memory_released`](crate::Stream::poll_read_memory_released), the
+    /// transport's own (a TLS session's ciphertext buffer, up to 81 KiB). Only what holds no
+    /// partial frame or record goes. The next read starts small again (1 KiB, doubling while
+    /// reads fill what they are offered), so a stream that wakes after a quiet spell grows
+    /// its buffer over a few reads. Default 1 s; `None` keeps the memory for the
+    /// connection's life.
+    pub release_read_memory: Option<Duration>,
 }
 
 impl Default for Timeouts {
@@ -62,6 +72,7 @@ impl Default for Timeouts {
             keepalive: None,
             close: Duration::from_secs(5),
             max_lifetime: None,
+            release_read_memory: Some(Duration::from_secs(1)),
         }
     }
 }

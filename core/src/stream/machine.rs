@@ -167,6 +167,9 @@ pub struct Stream {
     /// The last read on the current connection (or its opening): the idle timer measures
     /// silence from here.
     last_input: Instant,
+    /// The connection gave its read memory back for quiet and the transport has not been
+    /// told yet ([`Stream::poll_read_memory_released`]).
+    read_memory_released: bool,
     /// Data arrived on the current connection, and no stop was asked for since: the reads'
     /// fast paths (queued or lent data) are open. Cleared by `stop()`, so that every message
     /// after it takes the general path, which drops it.
@@ -257,6 +260,7 @@ impl Stream {
             probing: false,
             reads_held: false,
             last_input: now,
+            read_memory_released: false,
             got_data: false,
             first_data_spent: false,
             planned: None,

@@ -14,9 +14,11 @@ pub(crate) enum Timer {
     Lifetime,
     /// A connection attempt waiting for its turn in the shared connect budget.
     Turn,
+    /// The connection's read memory goes back once it has been quiet this long.
+    QuietRelease,
 }
 
-const COUNT: usize = 8;
+const COUNT: usize = 9;
 
 impl Timer {
     const ALL: [Timer; COUNT] = [
@@ -28,6 +30,7 @@ impl Timer {
         Self::Pace,
         Self::Lifetime,
         Self::Turn,
+        Self::QuietRelease,
     ];
 }
 

@@ -10,6 +10,7 @@ use crate::offer::{Lent, Owned, TakeNothing};
 use crate::stream::config::Profile;
 use crate::stream::connection::Connection;
 use crate::stream::event::{DataHandler, DataRef, EndReason, StreamEvent, StreamState};
+use crate::stream::timers::Timer;
 
 impl Stream {
     /// Space for the next read from the connection; empty when there is none (the stream
@@ -209,8 +210,13 @@ impl Stream {
         self.probing = false;
         self.reads_held = false;
         // The idle timer is not moved here (an addition and a new earliest deadline a read):
-        // when it fires, it finds this read and re-arms from it (`on_timer`).
+        // when it fires, it finds this read and re-arms from it (`on_timer`). Nor is the
+        // quiet-release timer, but after a quiet spell released the memory (and left it
+        // unarmed).
         self.last_input = now;
+        if self.timers.get(Timer::QuietRelease).is_none() {
+            self.arm_quiet_release(now);
+        }
         self.drain_connection(now);
         self.publish(now);
     }
@@ -252,8 +258,19 @@ impl Stream {
         self.publish(now);
     }
 
-    /// Frees the connection's read buffer if nothing partial is buffered (for transports
-    /// holding many quiet streams).
+    /// Whether the connection gave its read memory back since the last call, having been
+    /// quiet for [`Timeouts::release_read_memory`](crate::Timeouts::release_read_memory)
+    /// (it happens in [`handle_timeout`](Self::handle_timeout)): the transport's cue to give
+    /// back its own read memory too — a TLS session's ciphertext buffer
+    /// ([`TlsSession::release_read_buffer`](crate::TlsSession::release_read_buffer)). Ask
+    /// after `handle_timeout`; true once per quiet spell.
+    pub fn poll_read_memory_released(&mut self) -> bool {
+        std::mem::take(&mut self.read_memory_released)
+    }
+
+    /// Frees the connection's read buffer if nothing partial is buffered, at once (the
+    /// stream does so itself after
+    /// [`Timeouts::release_read_memory`](crate::Timeouts::release_read_memory) of quiet).
     pub fn release_read_buffer(&mut self, now: Instant) -> bool {
         let released = self
             .conn

@@ -71,6 +71,9 @@ impl Stream {
             let l = self.lifetime_spread(l);
             self.timers.set(Timer::Lifetime, after(now, l));
         }
+        if let Some(q) = self.config.timeouts.release_read_memory {
+            self.timers.set(Timer::QuietRelease, after(now, q));
+        }
         let reconnected = self.ever_opened;
         self.ever_opened = true;
         self.session_is_reconnect = reconnected;
@@ -202,6 +205,7 @@ impl Stream {
                 }
             }
             Timer::Pace => self.flush_outbox(now),
+            Timer::QuietRelease => self.release_if_quiet(now),
             Timer::Lifetime => {
                 // Not while reads wait for the application: our Close would time out behind
                 // them and the connection go with what they hold. Asked again a second on.
@@ -214,6 +218,36 @@ impl Stream {
                     self.planned_reconnect(EndReason::LifetimeReached, now);
                 }
             }
+        }
+    }
+
+    /// The quiet-release timer fired: armed from an earlier moment, it re-arms from the last
+    /// read if one came since (a busy stream: one wake-up a period); otherwise the read
+    /// memory goes back and the timer waits for the next read to arm it again
+    /// ([`after_read`](Self::after_read)), so a quiet stream is not woken for it.
+    fn release_if_quiet(&mut self, now: Instant) {
+        let Some(quiet) = self.config.timeouts.release_read_memory else {
+            return;
+        };
+        let quiet_until = after(self.last_input, quiet);
+        if quiet_until > now {
+            return self.timers.set(Timer::QuietRelease, quiet_until);
+        }
+        if let Some(conn) = self.conn.as_mut() {
+            conn.release_read_buffer();
+            self.read_memory_released = true;
+        }
+    }
+
+    /// After a read: the quiet-release timer, if a quiet spell left it unarmed, runs again
+    /// from this read (while the connection is open).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn arm_quiet_release(&mut self, now: Instant) {
+        if let (Some(quiet), StreamState::Open) =
+            (self.config.timeouts.release_read_memory, &self.state)
+        {
+            self.timers.set(Timer::QuietRelease, after(now, quiet));
         }
     }
 

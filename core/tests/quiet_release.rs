@@ -1,0 +1,123 @@
+//! A connection quiet for `Timeouts::release_read_memory` gives its read memory back by itself
+//! (virtual time, a scripted peer): once per quiet spell, never while a frame is half
+//! received, and a busy connection never.
+
+mod common;
+
+use std::time::Duration;
+
+use common::harness::Harness;
+use feedwire_core::testing::server_frame;
+use feedwire_core::{StreamConfig, StreamEvent};
+
+const URL: &str = "ws://127.0.0.1:9443/ws";
+const DATA: &str = r#"{"e":"trade","t":1}"#;
+
+/// An open Binance stream that releases after `quiet`, its opening events taken.
+fn open(quiet: Option<Duration>) -> Harness {
+    let mut config = StreamConfig::binance_stream(URL);
+    config.timeouts.release_read_memory = quiet;
+    let mut h = Harness::new(config);
+    h.take_commands();
+    h.open_ws();
+    h.take_events();
+    h
+}
+
+fn read_buffer_bytes(h: &Harness) -> u64 {
+    h.s.stats_handle().snapshot(h.now).read_buffer_bytes
+}
+
+fn data_events(h: &mut Harness) -> usize {
+    h.take_events()
+        .iter()
+        .filter(|e| matches!(e, StreamEvent::Data { .. }))
+        .count()
+}
+
+#[test]
+fn the_default_is_one_second() {
+    assert_eq!(
+        StreamConfig::binance_stream(URL)
+            .timeouts
+            .release_read_memory,
+        Some(Duration::from_secs(1))
+    );
+}
+
+/// Quiet for the period after its last read: the block goes, the transport is told once,
+/// and no timer is left for it (a quiet stream is not woken again for it). The next read
+/// brings a block back and arms the timer from itself.
+#[test]
+fn a_quiet_connection_gives_its_read_memory_back_once_a_spell() {
+    let mut h = open(Some(Duration::from_secs(1)));
+    h.feed_text(DATA);
+    assert_eq!(data_events(&mut h), 1);
+    h.advance(Duration::from_millis(400));
+    // A read 400 ms in: the quiet spell starts again from it.
+    h.feed_text(DATA);
+    h.advance(Duration::from_millis(900));
+    assert!(read_buffer_bytes(&h) > 0, "0.9 s after the last read");
+    assert!(!h.s.poll_read_memory_released());
+    h.advance(Duration::from_millis(150));
+    assert_eq!(read_buffer_bytes(&h), 0, "1.05 s after the last read");
+    assert!(h.s.poll_read_memory_released());
+    assert!(!h.s.poll_read_memory_released(), "told once");
+    // What is left to wake for: the idle probe (30 s after the last read), not this.
+    let next = h.s.poll_timeout().expect("the idle timer");
+    assert!(next > h.now + Duration::from_secs(25), "{:?}", next - h.now);
+    h.advance(Duration::from_secs(5));
+    assert!(!h.s.poll_read_memory_released(), "nothing more to release");
+
+    h.feed_text(DATA);
+    assert_eq!(data_events(&mut h), 2);
+    assert!(read_buffer_bytes(&h) > 0);
+    h.advance(Duration::from_millis(1_050));
+    assert_eq!(
+        read_buffer_bytes(&h),
+        0,
+        "released again after the next quiet second"
+    );
+    assert!(h.s.poll_read_memory_released());
+}
+
+/// Reads every 300 ms for 5 s: the memory stays, however often the timer fires.
+#[test]
+fn a_busy_connection_keeps_its_read_memory() {
+    let mut h = open(Some(Duration::from_secs(1)));
+    for _ in 0..17 {
+        h.feed_text(DATA);
+        h.advance(Duration::from_millis(300));
+        assert!(read_buffer_bytes(&h) > 0);
+        assert!(!h.s.poll_read_memory_released());
+    }
+    assert_eq!(data_events(&mut h), 17);
+}
+
+/// A frame half received stays (its bytes are in the block), and completes intact after
+/// the quiet spell; the transport is still told (its own buffer holds no part of it).
+#[test]
+fn a_half_received_frame_is_kept_through_a_quiet_spell() {
+    let mut h = open(Some(Duration::from_secs(1)));
+    let frame = server_frame(true, 1, DATA.as_bytes());
+    h.feed(&frame[..7]);
+    h.advance(Duration::from_secs(2));
+    assert!(read_buffer_bytes(&h) > 0, "the half frame is kept");
+    assert!(h.s.poll_read_memory_released());
+    h.feed(&frame[7..]);
+    let events = h.take_events();
+    assert!(
+        matches!(events.as_slice(), [StreamEvent::Data { payload, .. }] if payload[..] == *DATA.as_bytes()),
+        "{events:?}"
+    );
+}
+
+/// `None` keeps the memory for the connection's life.
+#[test]
+fn none_keeps_the_read_memory() {
+    let mut h = open(None);
+    h.feed_text(DATA);
+    h.advance(Duration::from_secs(10));
+    assert!(read_buffer_bytes(&h) > 0);
+    assert!(!h.s.poll_read_memory_released());
+}
