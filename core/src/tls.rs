@@ -25,8 +25,15 @@ use rustls::pki_types::ServerName;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use rustls::{ClientConfig, RootCertStore};
 
-/// Ciphertext bytes offered per socket read, at least (one TLS record is at most ~16.7 KiB).
+/// Ciphertext bytes offered per socket read, at least (one TLS record is at most ~16.7 KiB),
+/// but for the first reads after a release.
 const CIPHERTEXT_READ: usize = 64 * 1024;
+
+/// Ciphertext bytes offered by the first read after a release (one page): reads double from
+/// here while they fill what they are offered, to [`CIPHERTEXT_READ`] after four. A stream
+/// that wakes from a quiet spell for a message then allocates a page, not the whole buffer
+/// (zeroing 82 KB: 2.5-3 µs before the message is read).
+const FIRST_READ_AFTER_RELEASE: usize = 4 * 1024;
 
 /// The largest TLS record on the wire, bytes: a 5-byte header and up to 2^14 + 2048 bytes
 /// of ciphertext (TLS 1.2's limit, RFC 5246 §6.2.3; TLS 1.3's is lower).
@@ -128,12 +135,18 @@ pub struct TlsSession {
     /// Ciphertext read and not yet processed is `incoming[start..end]`: after
     /// [`handle_read`](Self::handle_read), at most one partial record (or, during the
     /// handshake, a handshake message rustls is joining across records).
-    /// INVARIANT: `start <= end <= incoming.len()`; `CIPHERTEXT_READ + MAX_RECORD <=
-    /// incoming.len() <= INCOMING_LIMIT`, zeroed once — or empty, released while quiet
-    /// ([`release_read_buffer`](Self::release_read_buffer)) until the next read.
+    /// INVARIANT: `start <= end <= incoming.len() <= INCOMING_LIMIT`, zeroed once; at least
+    /// `end + read_size` long after [`read_buf`](Self::read_buf). Made whole
+    /// (`CIPHERTEXT_READ + MAX_RECORD`) with the session; after
+    /// [`release_read_buffer`](Self::release_read_buffer) empty, then grown with the reads.
     incoming: Vec<u8>,
     start: usize,
     end: usize,
+    /// Bytes the next read is offered at least: [`CIPHERTEXT_READ`], or after a release
+    /// [`FIRST_READ_AFTER_RELEASE`] doubled by every read that filled its offer.
+    read_size: usize,
+    /// Bytes the last [`read_buf`](Self::read_buf) offered.
+    offered: usize,
     /// Plaintext decrypted while the sink took no input, delivered before anything newer.
     held: BytesMut,
     /// Plaintext to encrypt once rustls allows application data (written during the
@@ -194,9 +207,13 @@ impl TlsSession {
         let conn = UnbufferedClientConnection::new(config, name)?;
         let mut session = Self {
             conn,
+            // Whole from the start: a stream is busy soon after its handshake, and a buffer
+            // grown in steps cost 0.2 KB messages over TLS 3-5% more CPU (bench/ANALYSIS.md).
             incoming: vec![0; CIPHERTEXT_READ + MAX_RECORD],
             start: 0,
             end: 0,
+            read_size: CIPHERTEXT_READ,
+            offered: 0,
             held: BytesMut::new(),
             unsent: BytesMut::new(),
             close_wanted: false,
@@ -214,9 +231,10 @@ impl TlsSession {
     }
 
     /// Bytes of memory the session's own buffers hold (their capacity): ciphertext in
-    /// (81 KiB once read into, more only while a handshake message spans records, none
-    /// after [`release_read_buffer`](Self::release_read_buffer)), plaintext held or waiting
-    /// to be encrypted, ciphertext not yet taken. rustls's own state is not counted.
+    /// (81 KiB, more only while a handshake message spans records; none after
+    /// [`release_read_buffer`](Self::release_read_buffer), then 4 KiB at the next read and
+    /// growing while reads come back full), plaintext held or waiting to be encrypted,
+    /// ciphertext not yet taken. rustls's own state is not counted.
     pub fn buffer_capacity(&self) -> usize {
         self.incoming.capacity()
             + self.held.capacity()
@@ -243,32 +261,42 @@ impl TlsSession {
             .max(1)
     }
 
-    /// Space for the next ciphertext read: at least 64 KiB.
+    /// Space for the next ciphertext read: at least 64 KiB (4 KiB at the first read after a
+    /// release, doubling while reads fill what they are offered).
     pub fn read_buf(&mut self) -> &mut [u8] {
-        if self.incoming.is_empty() {
-            self.incoming = vec![0; CIPHERTEXT_READ + MAX_RECORD];
-        }
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
-        } else if self.incoming.len() - self.end < CIPHERTEXT_READ {
+        } else if self.incoming.len() - self.end < self.read_size {
             // A partial record (at most ~16.7 KiB) moves once per read, not once per record.
             self.incoming.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
         }
-        if self.incoming.len() - self.end < CIPHERTEXT_READ {
-            // Only a handshake message joined across records stays this long: grow once.
-            self.incoming.resize(INCOMING_LIMIT, 0);
+        if self.incoming.len() - self.end < self.read_size {
+            // After a release, with the reads: the full size has room for a partial record
+            // besides, so that the buffer then stays as it is.
+            let len = if self.read_size < CIPHERTEXT_READ {
+                self.end + self.read_size
+            } else if self.incoming.len() < CIPHERTEXT_READ + MAX_RECORD {
+                (self.end + CIPHERTEXT_READ).max(CIPHERTEXT_READ + MAX_RECORD)
+            } else {
+                // Only a handshake message joined across records stays this long: grow once.
+                INCOMING_LIMIT
+            };
+            self.incoming.reserve_exact(len - self.incoming.len());
+            self.incoming.resize(len, 0);
         }
+        debug_assert!(self.incoming.len() <= INCOMING_LIMIT);
+        self.offered = self.incoming.len() - self.end;
         &mut self.incoming[self.end..]
     }
 
     /// Frees the ciphertext buffer if no partial record waits in it, and every other buffer
     /// that holds nothing (the outbox keeps the room of the largest flight it held, the
     /// ClientHello's, otherwise): for a transport holding many quiet streams. The next
-    /// [`read_buf`](Self::read_buf) allocates the ciphertext buffer again, whole. Returns
-    /// whether the ciphertext buffer was freed.
+    /// [`read_buf`](Self::read_buf) offers 4 KiB, and reads double from there while they
+    /// come back full. Returns whether the ciphertext buffer was freed.
     pub fn release_read_buffer(&mut self) -> bool {
         for buf in [&mut self.outbox, &mut self.held, &mut self.unsent] {
             if buf.is_empty() {
@@ -281,6 +309,7 @@ impl TlsSession {
         self.incoming = Vec::new();
         self.start = 0;
         self.end = 0;
+        self.read_size = FIRST_READ_AFTER_RELEASE;
         true
     }
 
@@ -290,6 +319,9 @@ impl TlsSession {
     /// [`flush_plaintext`](Self::flush_plaintext).
     pub fn handle_read(&mut self, n: usize, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
         debug_assert!(self.end + n <= self.incoming.len());
+        if n > 0 && n >= self.offered && self.read_size < CIPHERTEXT_READ {
+            self.read_size = (2 * self.read_size).min(CIPHERTEXT_READ);
+        }
         self.end = (self.end + n).min(self.incoming.len());
         self.process(sink)
     }

@@ -55,10 +55,10 @@ pub struct Timeouts {
     /// that was busy) and, through
     /// [`Stream::poll_read_memory_released`](crate::Stream::poll_read_memory_released), the
     /// transport's own (a TLS session's ciphertext buffer, up to 81 KiB). Only what holds no
-    /// partial frame or record goes. The next read starts small again (1 KiB, doubling while
-    /// reads fill what they are offered), so a stream that wakes after a quiet spell grows
-    /// its buffer over a few reads. Default 1 s; `None` keeps the memory for the
-    /// connection's life.
+    /// partial frame or record goes. The next reads start small again (the engine's at 1 KiB,
+    /// a TLS session's at 4 KiB), doubling while they fill what they are offered: a stream
+    /// woken for one message allocates a little before reading it, not its whole buffer.
+    /// Default 1 s; `None` keeps the memory for the connection's life.
     pub release_read_memory: Option<Duration>,
 }
 

@@ -258,10 +258,11 @@ impl Stream {
         self.publish(now);
     }
 
-    /// Whether the connection gave its read memory back since the last call, having been
-    /// quiet for [`Timeouts::release_read_memory`](crate::Timeouts::release_read_memory)
-    /// (it happens in [`handle_timeout`](Self::handle_timeout)): the transport's cue to give
-    /// back its own read memory too — a TLS session's ciphertext buffer
+    /// Whether the connection has been quiet for
+    /// [`Timeouts::release_read_memory`](crate::Timeouts::release_read_memory) since the
+    /// last call, and gave its read block back (unless a frame was half received): found in
+    /// [`handle_timeout`](Self::handle_timeout), and the transport's cue to give back its
+    /// own read memory too — a TLS session's ciphertext buffer
     /// ([`TlsSession::release_read_buffer`](crate::TlsSession::release_read_buffer)). Ask
     /// after `handle_timeout`; true once per quiet spell.
     pub fn poll_read_memory_released(&mut self) -> bool {
