@@ -564,7 +564,6 @@ pub fn quiet_streams_give_their_read_memory_back(adapter: &dyn Adapter) {
             "tls={tls}: released {quiet:?} after the last data, before a quiet second"
         );
         // A request's answer is a read: the stream works on, and goes quiet again.
-        // A request's answer is a read: the stream works on, and goes quiet again.
         let reads = s.stats().reads;
         s.list_subscriptions().unwrap();
         assert_eq!(
