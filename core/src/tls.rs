@@ -145,8 +145,6 @@ pub struct TlsSession {
     /// Bytes the next read is offered at least: [`CIPHERTEXT_READ`], or after a release
     /// [`FIRST_READ_AFTER_RELEASE`] doubled by every read that filled its offer.
     read_size: usize,
-    /// Bytes the last [`read_buf`](Self::read_buf) offered.
-    offered: usize,
     /// Plaintext decrypted while the sink took no input, delivered before anything newer.
     held: BytesMut,
     /// Plaintext to encrypt once rustls allows application data (written during the
@@ -213,7 +211,6 @@ impl TlsSession {
             start: 0,
             end: 0,
             read_size: CIPHERTEXT_READ,
-            offered: 0,
             held: BytesMut::new(),
             unsent: BytesMut::new(),
             close_wanted: false,
@@ -288,7 +285,6 @@ impl TlsSession {
             self.incoming.resize(len, 0);
         }
         debug_assert!(self.incoming.len() <= INCOMING_LIMIT);
-        self.offered = self.incoming.len() - self.end;
         &mut self.incoming[self.end..]
     }
 
@@ -319,7 +315,8 @@ impl TlsSession {
     /// [`flush_plaintext`](Self::flush_plaintext).
     pub fn handle_read(&mut self, n: usize, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
         debug_assert!(self.end + n <= self.incoming.len());
-        if n > 0 && n >= self.offered && self.read_size < CIPHERTEXT_READ {
+        // Nothing moved `end` since `read_buf`: it offered `incoming.len() - end`.
+        if n > 0 && n >= self.incoming.len() - self.end && self.read_size < CIPHERTEXT_READ {
             self.read_size = (2 * self.read_size).min(CIPHERTEXT_READ);
         }
         self.end = (self.end + n).min(self.incoming.len());
