@@ -525,15 +525,17 @@ fn wait_until_closed(s: &dyn Session) {
     }
 }
 
-/// Waits (at most [`TIMEOUT`]) for the stream's read buffer to be given back; how long it
-/// took.
+/// Waits (at most [`TIMEOUT`]) for the stream's read buffer to be given back; then, how long
+/// before now its last read was (the stream's own stamp, so the consumer's pace does not
+/// enter it).
 fn wait_until_released(s: &dyn Session, what: &str) -> Duration {
     let started = Instant::now();
     while s.stats().read_buffer_bytes > 0 {
         assert!(started.elapsed() < TIMEOUT, "{what}: never released");
         std::thread::sleep(Duration::from_millis(10));
     }
-    started.elapsed()
+    let last_read = s.stats().last_receive.expect("the stream has read");
+    Instant::now().saturating_duration_since(last_read)
 }
 
 /// A stream quiet for a second (`Timeouts::release_read_memory`) gives its read buffer back
@@ -558,10 +560,12 @@ pub fn quiet_streams_give_their_read_memory_back(adapter: &dyn Adapter) {
             s.stats().read_buffer_bytes > 0,
             "tls={tls}: a stream just read holds its buffer"
         );
+        // Exact, not a guess at scheduling: the release comes from a timer that fires no
+        // sooner than a second after the last read, and `now` is later still.
         let quiet = wait_until_released(s.as_ref(), &format!("tls={tls}"));
         assert!(
-            quiet >= Duration::from_millis(500),
-            "tls={tls}: released {quiet:?} after the last data, before a quiet second"
+            quiet >= Duration::from_secs(1),
+            "tls={tls}: released with the last read {quiet:?} ago, within a quiet second"
         );
         // A request's answer is a read: the stream works on, and goes quiet again.
         let reads = s.stats().reads;
@@ -576,7 +580,11 @@ pub fn quiet_streams_give_their_read_memory_back(adapter: &dyn Adapter) {
             s.stats().read_buffer_bytes > 0,
             "tls={tls}: the read took a buffer again"
         );
-        wait_until_released(s.as_ref(), &format!("tls={tls}, after the answer"));
+        let quiet = wait_until_released(s.as_ref(), &format!("tls={tls}, after the answer"));
+        assert!(
+            quiet >= Duration::from_secs(1),
+            "tls={tls}: {quiet:?} after the answer"
+        );
         s.stop();
         assert_eq!(last_event(s.as_mut()), Some(CLOSED_BY_US), "tls={tls}");
     }
