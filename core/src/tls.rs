@@ -111,6 +111,13 @@ pub trait PlaintextSink {
         true
     }
 
+    /// The session's own buffers hold `bytes` ([`TlsSession::buffer_capacity`]): told before
+    /// each read's records are processed, for a sink that keeps statistics. Ignored by
+    /// default.
+    fn tls_buffer_bytes(&mut self, bytes: usize) {
+        let _ = bytes;
+    }
+
     /// Feeds bytes the caller already holds, in pieces no larger than one read, as a
     /// transport would; stops when the engine takes no more input. Returns the bytes taken.
     fn feed(&mut self, data: &[u8]) -> usize {
@@ -391,6 +398,7 @@ impl TlsSession {
         if let Some(e) = self.failed.clone() {
             return Err(e);
         }
+        sink.tls_buffer_bytes(self.buffer_capacity());
         self.process_records(sink)
     }
 
@@ -685,6 +693,10 @@ impl PlaintextSink for StreamInput<'_> {
         self.stream.handle_read(n, self.now);
     }
 
+    fn tls_buffer_bytes(&mut self, bytes: usize) {
+        self.stream.set_tls_buffer_bytes(bytes, self.now);
+    }
+
     fn accepts_input(&self) -> bool {
         self.stream.is_connected()
     }
@@ -720,6 +732,10 @@ impl<H: crate::DataHandler + ?Sized> PlaintextSink for LendingInput<'_, H> {
     fn handle_read(&mut self, n: usize) {
         self.stream
             .handle_read_lending(n, self.now, self.handler.as_deref_mut());
+    }
+
+    fn tls_buffer_bytes(&mut self, bytes: usize) {
+        self.stream.set_tls_buffer_bytes(bytes, self.now);
     }
 
     fn accepts_input(&self) -> bool {

@@ -302,6 +302,29 @@ fn betfair_stream_over_tls_through_stream_input() {
         events.contains(&StreamEvent::Opened { reconnected: false }),
         "{events:?}"
     );
+    // The session's buffers are in the stream's statistics, as of its last read; a release
+    // reported by the transport shows at once, and the connection's end takes them to 0.
+    let stats = stream.stats_handle();
+    let held = stats.snapshot(now).tls_buffer_bytes;
+    assert!(held > 64 * 1024, "{held}");
+    assert!(tls.release_read_buffer());
+    stream.set_tls_buffer_bytes(tls.buffer_capacity(), now);
+    assert_eq!(
+        stats.snapshot(now).tls_buffer_bytes,
+        tls.buffer_capacity() as u64
+    );
+    assert!(stats.snapshot(now).tls_buffer_bytes < held);
+    // A read after the release takes a page.
+    stream.set_tls_buffer_bytes(4096, now);
+    assert_eq!(stats.snapshot(now).tls_buffer_bytes, 4096);
+    stream.handle_transport_error("reset", now);
+    assert_eq!(stats.snapshot(now).tls_buffer_bytes, 0);
+    stream.set_tls_buffer_bytes(4096, now);
+    assert_eq!(
+        stats.snapshot(now).tls_buffer_bytes,
+        0,
+        "no connection, no session"
+    );
 }
 
 /// Keeps the payloads lent to it.

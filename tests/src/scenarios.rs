@@ -525,13 +525,23 @@ fn wait_until_closed(s: &dyn Session) {
     }
 }
 
-/// Waits (at most [`TIMEOUT`]) for the stream's read buffer to be given back; then, how long
+/// Waits (at most [`TIMEOUT`]) for the stream's read buffer and its TLS session's buffers to
+/// be given back; then, how long
 /// before now its last read was (the stream's own stamp, so the consumer's pace does not
 /// enter it).
 fn wait_until_released(s: &dyn Session, what: &str) -> Duration {
     let started = Instant::now();
-    while s.stats().read_buffer_bytes > 0 {
-        assert!(started.elapsed() < TIMEOUT, "{what}: never released");
+    loop {
+        let stats = s.stats();
+        if stats.read_buffer_bytes == 0 && stats.tls_buffer_bytes == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "{what}: never released ({} bytes read buffer, {} TLS)",
+            stats.read_buffer_bytes,
+            stats.tls_buffer_bytes
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let last_read = s.stats().last_receive.expect("the stream has read");
@@ -556,10 +566,22 @@ pub fn quiet_streams_give_their_read_memory_back(adapter: &dyn Adapter) {
                 data += 1;
             }
         }
+        let busy = s.stats();
         assert!(
-            s.stats().read_buffer_bytes > 0,
+            busy.read_buffer_bytes > 0,
             "tls={tls}: a stream just read holds its buffer"
         );
+        // The session's ciphertext buffer is allocated whole: 64 KiB for a read and room
+        // for a partial record.
+        if tls {
+            assert!(
+                busy.tls_buffer_bytes > 64 * 1024,
+                "{}",
+                busy.tls_buffer_bytes
+            );
+        } else {
+            assert_eq!(busy.tls_buffer_bytes, 0);
+        }
         // Exact, not a guess at scheduling: the release comes from a timer that fires no
         // sooner than a second after the last read, and `now` is later still.
         let quiet = wait_until_released(s.as_ref(), &format!("tls={tls}"));
@@ -576,10 +598,19 @@ pub fn quiet_streams_give_their_read_memory_back(adapter: &dyn Adapter) {
             "tls={tls}"
         );
         assert!(s.stats().reads > reads, "tls={tls}: the answer was read");
+        let woken = s.stats();
         assert!(
-            s.stats().read_buffer_bytes > 0,
+            woken.read_buffer_bytes > 0,
             "tls={tls}: the read took a buffer again"
         );
+        // A page for the answer's record (and the request's room in the outbox), not the
+        // whole buffer again.
+        if tls {
+            let held = woken.tls_buffer_bytes;
+            assert!((4096..16 * 1024).contains(&held), "{held}");
+        } else {
+            assert_eq!(woken.tls_buffer_bytes, 0);
+        }
         let quiet = wait_until_released(s.as_ref(), &format!("tls={tls}, after the answer"));
         assert!(
             quiet >= Duration::from_secs(1),

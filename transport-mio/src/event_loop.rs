@@ -338,6 +338,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                         // Quiet: the ciphertext buffer goes with the stream's read block.
                         if let Some(tls) = e.sock.as_mut().and_then(|s| s.tls.as_mut()) {
                             tls.release_read_buffer();
+                            e.stream.set_tls_buffer_bytes(tls.buffer_capacity(), now);
                         }
                     }
                     fall_back_if_due(e, self.poll.registry(), id, now);

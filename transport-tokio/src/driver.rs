@@ -310,7 +310,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                     }
                     self.stream.handle_timeout(now);
                     if self.stream.poll_read_memory_released() {
-                        self.release_quiet_memory();
+                        self.release_quiet_memory(now);
                     }
                 }
                 // Only a stream that can no longer change gets here (the core arms a timer
@@ -616,9 +616,10 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
     /// many events as a read once brought, up to `event_capacity`). The batch the
     /// application holds comes back with the next one.
     #[cold]
-    fn release_quiet_memory(&mut self) {
+    fn release_quiet_memory(&mut self, now: Instant) {
         if let Some(tls) = self.conn.as_mut().and_then(|c| c.tls.as_mut()) {
             tls.release_read_buffer();
+            self.stream.set_tls_buffer_bytes(tls.buffer_capacity(), now);
         }
         if self.pending.is_empty() {
             self.pending = VecDeque::new();

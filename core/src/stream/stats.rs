@@ -55,6 +55,15 @@ pub struct StatsSnapshot {
     pub state: u8,
     /// Bytes the connection's read buffer holds allocated (0 when released while idle).
     pub read_buffer_bytes: u64,
+    /// Bytes the connection's TLS session holds in its own buffers
+    /// ([`TlsSession::buffer_capacity`](crate::TlsSession::buffer_capacity): ciphertext read
+    /// in, plaintext held, ciphertext to send), as the transport last reported it
+    /// ([`Stream::set_tls_buffer_bytes`](crate::Stream::set_tls_buffer_bytes); both adapters
+    /// do, and so do [`StreamInput`](crate::StreamInput) and
+    /// [`LendingInput`](crate::LendingInput) at every TLS read): 0 without TLS, before the
+    /// handshake ends and after the connection does. With `read_buffer_bytes`, what the
+    /// stream's reads hold.
+    pub tls_buffer_bytes: u64,
     /// Reads handed to the stream (`handle_read*` calls; over TLS, reads of decrypted
     /// bytes), every connection's.
     pub reads: u64,
@@ -80,9 +89,10 @@ const STATE: usize = 8;
 const READ_BUFFER_BYTES: usize = 9;
 const READS: usize = 10;
 const FULL_READS: usize = 11;
+const TLS_BUFFER_BYTES: usize = 12;
 /// Then [`RING`] entries of three: a second, and the messages and bytes published before
 /// it (see `Stats::boundaries`).
-const BOUNDARIES: usize = 12;
+const BOUNDARIES: usize = 13;
 const FIELDS: usize = BOUNDARIES + 3 * RING;
 
 /// A second that saw no publish (an unused ring entry).
@@ -142,6 +152,7 @@ impl StatsHandle {
                 read_buffer_bytes: v[READ_BUFFER_BYTES],
                 reads: v[READS],
                 full_reads: v[FULL_READS],
+                tls_buffer_bytes: v[TLS_BUFFER_BYTES],
             };
         }
     }
@@ -189,6 +200,7 @@ struct Cold {
     subscriptions: u64,
     state: u8,
     read_buffer_bytes: u64,
+    tls_buffer_bytes: u64,
 }
 
 /// The owner's counters.
@@ -310,6 +322,16 @@ impl Stats {
         self.cold_changed = true;
     }
 
+    /// Sets what the connection's TLS session holds (bytes); returns whether it changed.
+    pub(crate) fn set_tls_buffer_bytes(&mut self, bytes: u64) -> bool {
+        if bytes == self.cold.tls_buffer_bytes {
+            return false;
+        }
+        self.cold.tls_buffer_bytes = bytes;
+        self.cold_changed = true;
+        true
+    }
+
     /// Publishes the `state` code alone: for a stream dropped before it ended, which has no
     /// time to publish the rest with. Counts received since the last publish stay
     /// unpublished (the rates would have no second to put them in).
@@ -370,6 +392,7 @@ impl Stats {
                 (SUBSCRIPTIONS, c.subscriptions),
                 (STATE, u64::from(c.state)),
                 (READ_BUFFER_BYTES, c.read_buffer_bytes),
+                (TLS_BUFFER_BYTES, c.tls_buffer_bytes),
             ];
             for (i, v) in cold {
                 s.fields[i].store(v, Ordering::Relaxed);
@@ -515,6 +538,9 @@ mod tests {
         assert_eq!(publish_at(&mut stats).responses, 2);
         stats.set_subscriptions(4);
         assert_eq!(publish_at(&mut stats).subscriptions, 4);
+        assert!(stats.set_tls_buffer_bytes(83_000));
+        assert!(!stats.set_tls_buffer_bytes(83_000), "unchanged");
+        assert_eq!(publish_at(&mut stats).tls_buffer_bytes, 83_000);
         stats.publish(base + Duration::from_millis(70), 4, 0);
         let s = stats.handle().snapshot(base + Duration::from_millis(70));
         assert_eq!((s.state, s.read_buffer_bytes), (4, 0));

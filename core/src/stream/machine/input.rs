@@ -282,4 +282,18 @@ impl Stream {
         }
         released
     }
+
+    /// The connection's TLS session holds `bytes` in its own buffers
+    /// ([`TlsSession::buffer_capacity`](crate::TlsSession::buffer_capacity)), for
+    /// [`StatsSnapshot::tls_buffer_bytes`](crate::StatsSnapshot::tls_buffer_bytes), published
+    /// at once when it changed. [`StreamInput`](crate::StreamInput) and
+    /// [`LendingInput`](crate::LendingInput) report it at every TLS read (where the buffer
+    /// grows); a transport reports it after
+    /// [`TlsSession::release_read_buffer`](crate::TlsSession::release_read_buffer). Ignored
+    /// without a connection: the session ends with it, and the figure is 0 then.
+    pub fn set_tls_buffer_bytes(&mut self, bytes: usize, now: Instant) {
+        if self.conn.is_some() && self.stats.set_tls_buffer_bytes(bytes as u64) {
+            self.publish(now);
+        }
+    }
 }

@@ -422,6 +422,8 @@ impl Stream {
                 events.push_back(StreamEvent::RequestLost { id, kind });
             }
         });
+        // The transport drops the TLS session with the connection.
+        self.stats.set_tls_buffer_bytes(0);
         let had = self.conn.take().map(|c| {
             if flush {
                 self.draining = Some(c);
