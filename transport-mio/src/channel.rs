@@ -53,6 +53,9 @@ struct State<T> {
     loop_waits: bool,
     /// The consumer sleeps on `filled`: a send signals it (no system call otherwise).
     consumer_waits: bool,
+    /// The stream went quiet ([`EventSender::release_room`]): the consumer frees its drained
+    /// batch's buffer at its next look, woken for it if it sleeps.
+    shrink: bool,
     /// Senders alive: once none is, the receiver ends after the last event waiting.
     senders: usize,
     receiver_gone: bool,
@@ -79,6 +82,7 @@ impl<T> Shared<T> {
                 capacity: capacity.max(1),
                 loop_waits: false,
                 consumer_waits: false,
+                shrink: false,
                 senders: 1,
                 receiver_gone: false,
                 wakers: Vec::new(),
@@ -233,6 +237,25 @@ impl EventSender {
     pub(crate) fn send(&self, pending: &mut VecDeque<StreamEvent>) -> Result<(), ReceiverGone> {
         self.shared.send_own(pending)
     }
+
+    /// The stream went quiet: the buffers its batches travel in are freed where they are
+    /// empty — the channel's queue now, the consumer's drained batch at its next look (a
+    /// sleeping consumer is woken for it, once a quiet spell). A busy stream's batches
+    /// trade these buffers back and forth and allocate none; each holds room for as many
+    /// events as a read once brought (104 bytes an event, up to the channel's capacity).
+    #[cold]
+    pub(crate) fn release_room(&self) {
+        let mut state = self.shared.lock();
+        if state.queue.is_empty() {
+            state.queue = VecDeque::new();
+        }
+        state.shrink = true;
+        let signal = state.consumer_waits;
+        drop(state);
+        if signal {
+            self.shared.filled.notify_one();
+        }
+    }
 }
 
 impl Drop for EventSender {
@@ -280,7 +303,8 @@ impl<T> Events<T> {
         if let Some(e) = self.batch.pop_front() {
             return Ok(e);
         }
-        let state = self.shared.lock();
+        let mut state = self.shared.lock();
+        shrink_if_asked(&mut self.batch, &mut state);
         if state.queue.is_empty() {
             return Err(if state.senders == 0 {
                 TryRecvError::Disconnected
@@ -299,7 +323,11 @@ impl<T> Events<T> {
             return Ok(e);
         }
         let mut state = self.shared.lock();
-        while state.queue.is_empty() {
+        loop {
+            shrink_if_asked(&mut self.batch, &mut state);
+            if !state.queue.is_empty() {
+                break;
+            }
             if state.senders == 0 {
                 return Err(RecvTimeoutError::Disconnected);
             }
@@ -327,6 +355,14 @@ impl<T> Events<T> {
         }
         take_queue(&mut self.batch, state);
         Ok(self.batch.pop_front().expect("a batch just taken"))
+    }
+}
+
+/// The consumer's `batch`, drained, gives its buffer back if the loop asked
+/// ([`EventSender::release_room`]).
+fn shrink_if_asked<T>(batch: &mut VecDeque<T>, state: &mut State<T>) {
+    if std::mem::take(&mut state.shrink) {
+        *batch = VecDeque::new();
     }
 }
 
@@ -455,6 +491,102 @@ mod tests {
         let got: Vec<u32> = (0..4).map(|_| attempt(rx.recv().unwrap())).collect();
         assert_eq!(got, [1, 2, 3, 4], "in order across batches");
         assert!(!woken(&mut poll), "the loop had nothing left: no wake");
+    }
+
+    /// A quiet stream's batches give their buffers back: the channel's queue at once, the
+    /// consumer's drained batch at its next look, a sleeping consumer woken for it; the
+    /// events that follow arrive as ever.
+    #[test]
+    fn a_quiet_streams_batch_buffers_are_freed() {
+        let (tx, mut rx, _poll) = attached(1024);
+        let mut loop_side = VecDeque::new();
+        // Two rounds: the queue and the consumer's batch each end up with a 500-event buffer.
+        for round in 0..2 {
+            loop_side.extend(pending(round * 500..round * 500 + 500));
+            tx.send(&mut loop_side).unwrap();
+            for n in round * 500..round * 500 + 500 {
+                assert_eq!(attempt(rx.recv().unwrap()), n);
+            }
+        }
+        assert!(rx.batch.capacity() >= 500);
+        assert!(tx.shared.lock().queue.capacity() >= 500);
+        let consumer = std::thread::spawn(move || {
+            let first = attempt(rx.recv().unwrap());
+            (first, rx)
+        });
+        let until = |what: &str, done: &dyn Fn(&State<StreamEvent>) -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !done(&tx.shared.lock()) {
+                assert!(Instant::now() < deadline, "{what}");
+                std::thread::yield_now();
+            }
+        };
+        until("the consumer sleeps", &|s| s.consumer_waits);
+        tx.release_room();
+        assert_eq!(tx.shared.lock().queue.capacity(), 0, "freed at once");
+        // The sleeping consumer takes the request: it is woken, frees its batch, sleeps on.
+        until("the consumer is woken for it", &|s| !s.shrink);
+        assert!(!consumer.is_finished(), "no event: it sleeps on");
+        let mut one = pending(1000..1001);
+        tx.send(&mut one).unwrap();
+        let (first, rx) = consumer.join().unwrap();
+        assert_eq!(first, 1000);
+        assert!(rx.batch.capacity() < 500, "{}", rx.batch.capacity());
+        assert_eq!(
+            tx.shared.lock().queue.capacity(),
+            0,
+            "the consumer's old batch came back freed"
+        );
+    }
+
+    /// Through a loop: a stream whose events came in large batches and went quiet frees its
+    /// loop's event queue and its channel's, so the next event travels in a small buffer.
+    #[test]
+    fn a_quiet_stream_on_a_loop_gives_its_event_buffers_back() {
+        use feedwire_core::StreamConfig;
+        use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
+        const COUNT: usize = 3000;
+        let srv = ReplayServer::start(ReplayConfig {
+            count: Some(COUNT),
+            hold_open: true,
+            ..ReplayConfig::new(Scenario::SmallAggTrade)
+        })
+        .unwrap();
+        let mut config = StreamConfig::binance_stream(&srv.url());
+        config.timeouts.release_read_memory = Some(Duration::from_millis(200));
+        let handle = crate::LoopHandle::spawn(crate::MioOptions::default()).unwrap();
+        let (tx, mut rx) = event_channel(4096);
+        let (id, stats) = handle
+            .connect(config, crate::Delivery::Channel(tx))
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let next = |rx: &mut Events| {
+            let left = deadline.saturating_duration_since(Instant::now());
+            rx.recv_timeout(left).expect("an event in time")
+        };
+        let (mut data, mut largest) = (0, 0);
+        while data < COUNT {
+            if let StreamEvent::Data { .. } = next(&mut rx) {
+                data += 1;
+            }
+            largest = largest.max(rx.batch.capacity());
+        }
+        assert!(
+            largest >= 64,
+            "batches of {largest} events: too small to tell"
+        );
+        while stats.snapshot(Instant::now()).read_buffer_bytes > 0
+            || rx.shared.lock().queue.capacity() > 0
+        {
+            assert!(Instant::now() < deadline, "never released");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // The loop's own queue was freed too: the answer comes in a fresh buffer.
+        handle.list_subscriptions(id).unwrap();
+        while !matches!(next(&mut rx), StreamEvent::Response { .. }) {}
+        assert!(rx.batch.capacity() < 64, "{}", rx.batch.capacity());
+        handle.stop(id);
+        while !matches!(next(&mut rx), StreamEvent::Closed { .. }) {}
     }
 
     #[test]

@@ -335,11 +335,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
                     }
                     e.stream.handle_timeout(now);
                     if e.stream.poll_read_memory_released() {
-                        // Quiet: the ciphertext buffer goes with the stream's read block.
-                        if let Some(tls) = e.sock.as_mut().and_then(|s| s.tls.as_mut()) {
-                            tls.release_read_buffer();
-                            e.stream.set_tls_buffer_bytes(tls.buffer_capacity(), now);
-                        }
+                        release_quiet_memory(e, now);
                     }
                     fall_back_if_due(e, self.poll.registry(), id, now);
                     self.mark(id);
@@ -615,6 +611,23 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
 }
 
 /// One `epoll_wait`; a signal's interruption counts as a wait that found nothing.
+/// The stream went quiet and gave its read block back: the TLS session's ciphertext buffer
+/// goes too, and so do the empty event queues' buffers (each with room for as many events
+/// as a read once brought), the loop's and its own channel's.
+#[cold]
+fn release_quiet_memory<H>(e: &mut Entry<H>, now: Instant) {
+    if let Some(tls) = e.sock.as_mut().and_then(|s| s.tls.as_mut()) {
+        tls.release_read_buffer();
+        e.stream.set_tls_buffer_bytes(tls.buffer_capacity(), now);
+    }
+    if e.pending.is_empty() {
+        e.pending = VecDeque::new();
+    }
+    if let Delivery::Channel(tx) = &e.delivery {
+        tx.release_room();
+    }
+}
+
 fn poll(poll: &mut Poll, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
     match poll.poll(events, timeout) {
         Err(e) if e.kind() != io::ErrorKind::Interrupted => Err(e),
