@@ -81,6 +81,31 @@ fn a_quiet_connection_gives_its_read_memory_back_once_a_spell() {
     assert!(h.s.poll_read_memory_released());
 }
 
+/// The event queue, which a burst's reads grew to a read's events (104 bytes an event), gives
+/// its room back with the block: a quiet stream holds neither.
+#[test]
+fn a_quiet_connection_gives_its_event_queue_room_back() {
+    let queue_room = |h: &mut Harness| {
+        // An empty queue trades buffers with the stream's: the room it had shows.
+        let mut queue = std::collections::VecDeque::new();
+        h.s.drain_events_into(&mut queue);
+        assert!(queue.is_empty());
+        let room = queue.capacity();
+        h.s.drain_events_into(&mut queue);
+        room
+    };
+    let mut h = open(Some(Duration::from_secs(1)));
+    let frame = server_frame(true, 1, DATA.as_bytes());
+    h.feed(&frame.repeat(2_000));
+    assert_eq!(data_events(&mut h), 2_000);
+    assert!(queue_room(&mut h) >= 500, "a read's events");
+    h.advance(Duration::from_millis(1_050));
+    assert_eq!(read_buffer_bytes(&h), 0);
+    assert_eq!(queue_room(&mut h), 0, "given back");
+    h.feed_text(DATA);
+    assert_eq!(data_events(&mut h), 1, "and the next read's events as ever");
+}
+
 /// Reads every 300 ms for 5 s: the memory stays, however often the timer fires.
 #[test]
 fn a_busy_connection_keeps_its_read_memory() {

@@ -613,8 +613,8 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
 
     /// The stream went quiet and gave its read block back: the TLS session's ciphertext
     /// buffer goes too, and so do the event batches kept for reuse (each with room for as
-    /// many events as a read once brought, up to `event_capacity`). The batch the
-    /// application holds comes back with the next one.
+    /// many events as a read once brought, up to `event_capacity`), the application's
+    /// among them: `Events` gives its emptied batch back before it waits.
     #[cold]
     fn release_quiet_memory(&mut self, now: Instant) {
         if let Some(tls) = self.conn.as_mut().and_then(|c| c.tls.as_mut()) {

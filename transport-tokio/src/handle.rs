@@ -236,21 +236,40 @@ pub struct Events {
 impl Events {
     /// The next event; `None` once the stream has ended and every event was taken.
     pub async fn next(&mut self) -> Option<StreamEvent> {
+        std::future::poll_fn(|cx| self.poll_event(cx)).await
+    }
+
+    /// The next event if one is here; else the emptied batch goes back to the stream's task
+    /// before waiting, so a consumer waiting on a quiet stream holds no buffer (the task's
+    /// spare batches are freed when the stream goes quiet) — a busy one sends it back as
+    /// before, one send a batch.
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<StreamEvent>> {
         loop {
             if let Some(e) = self.batch.pop_front() {
-                return Some(e);
+                return Poll::Ready(Some(e));
             }
-            let next = self.rx.recv().await?;
-            self.start(next);
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(batch)) => self.start(batch),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => {
+                    self.give_back();
+                    return Poll::Pending;
+                }
+            }
         }
     }
 
-    /// Takes `next` as the current batch and returns the emptied one.
+    /// Takes `next` as the current batch, the emptied one given back.
     fn start(&mut self, next: VecDeque<StreamEvent>) {
-        let empty = std::mem::replace(&mut self.batch, next);
-        if empty.capacity() > 0 {
+        self.give_back();
+        self.batch = next;
+    }
+
+    /// Gives the emptied batch's buffer back to the stream's task for reuse.
+    fn give_back(&mut self) {
+        if self.batch.capacity() > 0 {
             // The task may be gone (stream ended): then the buffer is simply dropped.
-            let _ = self.spare.send(empty);
+            let _ = self.spare.send(std::mem::take(&mut self.batch));
         }
     }
 }
@@ -259,15 +278,49 @@ impl futures_core::Stream for Events {
     type Item = StreamEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<StreamEvent>> {
-        loop {
-            if let Some(e) = self.batch.pop_front() {
-                return Poll::Ready(Some(e));
-            }
-            match self.rx.poll_recv(cx) {
-                Poll::Ready(Some(batch)) => self.start(batch),
-                Poll::Ready(None) => return Poll::Ready(None),
-                Poll::Pending => return Poll::Pending,
-            }
+        self.poll_event(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(n: u32) -> StreamEvent {
+        StreamEvent::Connecting { attempt: n }
+    }
+
+    /// A consumer that took every event and waits holds no buffer: its emptied batch is
+    /// back with the stream's task (which frees its spares when the stream goes quiet).
+    #[test]
+    fn a_waiting_consumer_gives_its_emptied_batch_back() {
+        let (tx, rx) = mpsc::channel(4);
+        let (spare, mut spares) = mpsc::unbounded_channel();
+        let mut events = Events {
+            rx,
+            batch: VecDeque::new(),
+            spare,
+        };
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        tx.try_send((0..500).map(event).collect()).unwrap();
+        for n in 0..500 {
+            assert_eq!(events.poll_event(&mut cx), Poll::Ready(Some(event(n))));
         }
+        assert!(
+            spares.try_recv().is_err(),
+            "taken to the last event, not yet waiting"
+        );
+        assert_eq!(events.poll_event(&mut cx), Poll::Pending);
+        assert_eq!(events.batch.capacity(), 0, "waits holding nothing");
+        assert!(spares.try_recv().unwrap().capacity() >= 500);
+        // The next batch arrives as ever; a batch taken while one waits sends the emptied
+        // one back too.
+        tx.try_send(VecDeque::from([event(500)])).unwrap();
+        tx.try_send(VecDeque::from([event(501)])).unwrap();
+        assert_eq!(events.poll_event(&mut cx), Poll::Ready(Some(event(500))));
+        assert_eq!(events.poll_event(&mut cx), Poll::Ready(Some(event(501))));
+        assert!(spares.try_recv().unwrap().capacity() >= 1);
+        drop(tx);
+        assert_eq!(events.poll_event(&mut cx), Poll::Ready(None));
     }
 }

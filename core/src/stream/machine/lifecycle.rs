@@ -1,6 +1,7 @@
 //! A connection's life: connecting, opening (and subscribing), timers, planned reconnects,
 //! the end of a connection and of the stream.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::{Stream, STREAMS_PER_REQUEST};
@@ -236,6 +237,11 @@ impl Stream {
         if let Some(conn) = self.conn.as_mut() {
             conn.release_read_buffer();
             self.read_memory_released = true;
+        }
+        // Its room is a read's events, swapped with the transport's queues (104 bytes an
+        // event: 135 KB after a 256 KiB read of 0.2 KB messages handed over as events).
+        if self.events.is_empty() {
+            self.events = VecDeque::new();
         }
     }
 
