@@ -236,88 +236,90 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         (handle, driver)
     }
 
-    pub(crate) async fn run(mut self) {
-        loop {
-            self.pump();
-            if let Err(e) = self.write_ready() {
-                self.stream
-                    .handle_transport_error(&e.to_string(), Instant::now());
-                continue;
-            }
-            if let Err(e) = self.set_low_water() {
-                self.stream
-                    .handle_transport_error(&format!("SO_RCVLOWAT: {e}"), Instant::now());
-                continue;
-            }
-            if let Err(e) = self.follow_application() {
-                self.stream.handle_transport_error(
-                    &format!("socket in or out of the reactor: {e}"),
-                    Instant::now(),
-                );
-                continue;
-            }
-            if self.stream.state().is_terminal()
-                && self.pending.is_empty()
-                && self.connecting.is_none()
-            {
-                return;
-            }
-            match self.wait().await {
-                Wake::Command(Some(cmd)) => self.command(cmd),
-                // Every handle is gone: nobody can stop us later, so stop now.
-                Wake::Command(None) => {
-                    self.handles_gone = true;
-                    self.stream.stop(Instant::now());
+    pub(crate) fn run(mut self) -> impl std::future::Future<Output = ()> {
+        async move {
+            loop {
+                self.pump();
+                if let Err(e) = self.write_ready() {
+                    self.stream
+                        .handle_transport_error(&e.to_string(), Instant::now());
+                    continue;
                 }
-                Wake::EventRoom => self.forward_events(),
-                // Nobody listens: stop (the next forward drops the batch, so this wake does
-                // not repeat).
-                Wake::EventsGone => {
-                    self.events_gone = true;
-                    self.events_dropped = None;
-                    self.stream.stop(Instant::now());
+                if let Err(e) = self.set_low_water() {
+                    self.stream
+                        .handle_transport_error(&format!("SO_RCVLOWAT: {e}"), Instant::now());
+                    continue;
                 }
-                Wake::Read | Wake::Writable => {}
-                Wake::Connected(result) => {
-                    self.connecting = None;
-                    let now = Instant::now();
-                    match result {
-                        Ok(conn) => {
-                            self.conn = Some(*conn);
-                            self.stream.handle_connected(now);
-                            if let Some(tls) = self.conn.as_mut().and_then(|c| c.tls.as_mut()) {
-                                let mut sink = StreamInput {
-                                    stream: &mut self.stream,
-                                    now,
-                                };
-                                if let Err(e) = tls.flush_plaintext(&mut sink) {
-                                    self.stream.handle_tls_error(&e, now);
+                if let Err(e) = self.follow_application() {
+                    self.stream.handle_transport_error(
+                        &format!("socket in or out of the reactor: {e}"),
+                        Instant::now(),
+                    );
+                    continue;
+                }
+                if self.stream.state().is_terminal()
+                    && self.pending.is_empty()
+                    && self.connecting.is_none()
+                {
+                    return;
+                }
+                match self.wait().await {
+                    Wake::Command(Some(cmd)) => self.command(cmd),
+                    // Every handle is gone: nobody can stop us later, so stop now.
+                    Wake::Command(None) => {
+                        self.handles_gone = true;
+                        self.stream.stop(Instant::now());
+                    }
+                    Wake::EventRoom => self.forward_events(),
+                    // Nobody listens: stop (the next forward drops the batch, so this wake does
+                    // not repeat).
+                    Wake::EventsGone => {
+                        self.events_gone = true;
+                        self.events_dropped = None;
+                        self.stream.stop(Instant::now());
+                    }
+                    Wake::Read | Wake::Writable => {}
+                    Wake::Connected(result) => {
+                        self.connecting = None;
+                        let now = Instant::now();
+                        match result {
+                            Ok(conn) => {
+                                self.conn = Some(*conn);
+                                self.stream.handle_connected(now);
+                                if let Some(tls) = self.conn.as_mut().and_then(|c| c.tls.as_mut()) {
+                                    let mut sink = StreamInput {
+                                        stream: &mut self.stream,
+                                        now,
+                                    };
+                                    if let Err(e) = tls.flush_plaintext(&mut sink) {
+                                        self.stream.handle_tls_error(&e, now);
+                                    }
                                 }
                             }
+                            Err(OpenError::Connect(reason)) => {
+                                self.stream.handle_connect_failed(&reason, now)
+                            }
+                            Err(OpenError::Tls(e)) => self.stream.handle_tls_error(&e, now),
                         }
-                        Err(OpenError::Connect(reason)) => {
-                            self.stream.handle_connect_failed(&reason, now)
+                    }
+                    Wake::Deadline => {
+                        self.armed = None;
+                        let now = Instant::now();
+                        // Reads wait for the application: the peer is not what is silent.
+                        if !self.pending.is_empty() {
+                            self.stream.handle_reads_held(now);
                         }
-                        Err(OpenError::Tls(e)) => self.stream.handle_tls_error(&e, now),
+                        self.stream.handle_timeout(now);
+                        if self.stream.poll_read_memory_released() {
+                            self.release_quiet_memory(now);
+                        }
                     }
+                    // Only a stream that can no longer change gets here (the core arms a timer
+                    // in every state that waits for something): end it rather than hang.
+                    Wake::Stranded => self
+                        .stream
+                        .crash("the stream has nothing left to wait for", Instant::now()),
                 }
-                Wake::Deadline => {
-                    self.armed = None;
-                    let now = Instant::now();
-                    // Reads wait for the application: the peer is not what is silent.
-                    if !self.pending.is_empty() {
-                        self.stream.handle_reads_held(now);
-                    }
-                    self.stream.handle_timeout(now);
-                    if self.stream.poll_read_memory_released() {
-                        self.release_quiet_memory(now);
-                    }
-                }
-                // Only a stream that can no longer change gets here (the core arms a timer
-                // in every state that waits for something): end it rather than hang.
-                Wake::Stranded => self
-                    .stream
-                    .crash("the stream has nothing left to wait for", Instant::now()),
             }
         }
     }
@@ -503,10 +505,10 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 let _ = reply.send(self.stream.subscriptions().map(str::to_owned).collect());
             }
             Command::SubscribeMarkets(sub, reply) => {
-                let _ = reply.send(self.stream.subscribe_markets(sub, now));
+                let _ = reply.send(self.stream.subscribe_markets(*sub, now));
             }
             Command::SubscribeOrders(sub, reply) => {
-                let _ = reply.send(self.stream.subscribe_orders(sub, now));
+                let _ = reply.send(self.stream.subscribe_orders(*sub, now));
             }
             Command::SetBetfairAuth(auth, reply) => {
                 let _ = reply.send(self.stream.set_betfair_auth(auth));

@@ -101,8 +101,10 @@ pub(crate) enum Command {
     Unsubscribe(Vec<String>, Reply),
     ListSubscriptions(Reply),
     Subscriptions(oneshot::Sender<Vec<String>>),
-    SubscribeMarkets(BetfairSubscription, Reply),
-    SubscribeOrders(BetfairSubscription, Reply),
+    // Boxed: every stream's command channel starts with a block of 32 commands, each as
+    // large as the largest variant (96 bytes with these inline, 64 without).
+    SubscribeMarkets(Box<BetfairSubscription>, Reply),
+    SubscribeOrders(Box<BetfairSubscription>, Reply),
     SetBetfairAuth(BetfairAuth, Reply),
     Stop,
     Crash(String),
@@ -189,12 +191,14 @@ impl StreamHandle {
 
     /// Sets the Betfair market subscription (resent with the latest clk after reconnects).
     pub async fn subscribe_markets(&self, sub: BetfairSubscription) -> Result<(), CommandError> {
-        self.call(|r| Command::SubscribeMarkets(sub, r)).await
+        self.call(|r| Command::SubscribeMarkets(Box::new(sub), r))
+            .await
     }
 
     /// Sets the Betfair order subscription.
     pub async fn subscribe_orders(&self, sub: BetfairSubscription) -> Result<(), CommandError> {
-        self.call(|r| Command::SubscribeOrders(sub, r)).await
+        self.call(|r| Command::SubscribeOrders(Box::new(sub), r))
+            .await
     }
 
     /// Replaces the Betfair credentials for the logins to come (a renewed session token):
