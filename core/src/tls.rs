@@ -26,14 +26,16 @@ use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedS
 use rustls::{ClientConfig, RootCertStore};
 
 /// Ciphertext bytes offered per socket read, at least (one TLS record is at most ~16.7 KiB),
-/// but for the first reads after a release.
+/// once the reads have ramped up from [`FIRST_READ`].
 const CIPHERTEXT_READ: usize = 64 * 1024;
 
-/// Ciphertext bytes offered by the first read after a release (one page): reads double from
-/// here while they fill what they are offered, to [`CIPHERTEXT_READ`] after four. A stream
-/// that wakes from a quiet spell for a message then allocates a page, not the whole buffer
-/// (zeroing 82 KB: 2.5-3 µs before the message is read).
-const FIRST_READ_AFTER_RELEASE: usize = 4 * 1024;
+/// Ciphertext bytes offered by a session's first read and by the first after a release (one
+/// page): reads double from here while they fill what they are offered, to
+/// [`CIPHERTEXT_READ`] after four. The buffer is allocated whole with the session but zeroed
+/// with the reads, so an idle connection touches a page of it, not 82 KB; a stream that wakes
+/// from a quiet spell for a message allocates a page, not the whole buffer (zeroing 82 KB:
+/// 2.5-3 µs before the message is read).
+const FIRST_READ: usize = 4 * 1024;
 
 /// The largest TLS record on the wire, bytes: a 5-byte header and up to 2^14 + 2048 bytes
 /// of ciphertext (TLS 1.2's limit, RFC 5246 §6.2.3; TLS 1.3's is lower).
@@ -42,7 +44,7 @@ const MAX_RECORD: usize = 5 + (1 << 14) + 2048;
 /// The ciphertext buffer's size, bytes, at most. Unprocessed ciphertext is at most one
 /// partial record, or during a handshake a handshake message rustls is joining across
 /// records (rustls refuses one over 64 KiB) and a partial record after it; reads still get
-/// [`CIPHERTEXT_READ`] bytes of room.
+/// their room.
 const INCOMING_LIMIT: usize = CIPHERTEXT_READ + 0x1_0000 + 2 * MAX_RECORD;
 
 /// Plaintext held for a sink that does not take input yet (a stream not yet told it is
@@ -143,14 +145,15 @@ pub struct TlsSession {
     /// [`handle_read`](Self::handle_read), at most one partial record (or, during the
     /// handshake, a handshake message rustls is joining across records).
     /// INVARIANT: `start <= end <= incoming.len() <= INCOMING_LIMIT`, zeroed once; at least
-    /// `end + read_size` long after [`read_buf`](Self::read_buf). Made whole
-    /// (`CIPHERTEXT_READ + MAX_RECORD`) with the session; after
-    /// [`release_read_buffer`](Self::release_read_buffer) empty, then grown with the reads.
+    /// `end + read_size` long after [`read_buf`](Self::read_buf). Allocated whole
+    /// (`CIPHERTEXT_READ + MAX_RECORD`) with the session, lengthened (zeroed) with the reads;
+    /// after [`release_read_buffer`](Self::release_read_buffer) empty, then allocated and
+    /// lengthened with the reads.
     incoming: Vec<u8>,
     start: usize,
     end: usize,
-    /// Bytes the next read is offered at least: [`CIPHERTEXT_READ`], or after a release
-    /// [`FIRST_READ_AFTER_RELEASE`] doubled by every read that filled its offer.
+    /// Bytes the next read is offered at least: [`FIRST_READ`] at the session's start and
+    /// after a release, doubled by every read that filled its offer, to [`CIPHERTEXT_READ`].
     read_size: usize,
     /// Plaintext decrypted while the sink took no input, delivered before anything newer.
     held: BytesMut,
@@ -189,8 +192,8 @@ pub fn mozilla_roots() -> RootCertStore {
 /// with X25519), which *ring*'s provider lacks — rustls deprecated that provider for it in
 /// 0.23.48. A key share for X25519 goes in the same ClientHello, so a server without
 /// ML-KEM costs no extra round trip. The hybrid's shares add about 1 KB to each side's first
-/// flight and about 4-5 KB to an idle connection (34-35 against 30 KB, `many_streams --tls`
-/// with and without `--x25519`); an application holding many idle streams can narrow the
+/// flight and about 3 KB to an idle connection (32-33 against 29.5-29.7 KB, `many_streams
+/// --tls` with and without `--x25519`); an application holding many idle streams can narrow the
 /// provider's `kx_groups` to X25519 in a configuration of its own (`many_streams`'s
 /// `x25519_only`).
 pub fn tls_config_with_roots(roots: RootCertStore) -> Arc<ClientConfig> {
@@ -212,12 +215,14 @@ impl TlsSession {
         let conn = UnbufferedClientConnection::new(config, name)?;
         let mut session = Self {
             conn,
-            // Whole from the start: a stream is busy soon after its handshake, and a buffer
-            // grown in steps cost 0.2 KB messages over TLS 3-5% more CPU (bench/ANALYSIS.md).
-            incoming: vec![0; CIPHERTEXT_READ + MAX_RECORD],
+            // Allocated whole from the start: a stream is busy soon after its handshake, and
+            // a buffer grown in steps cost 0.2 KB messages over TLS 3-5% more CPU
+            // (bench/ANALYSIS.md). Zeroed with the reads, which start at a page: an idle
+            // session touches only what it read into.
+            incoming: Vec::with_capacity(CIPHERTEXT_READ + MAX_RECORD),
             start: 0,
             end: 0,
-            read_size: CIPHERTEXT_READ,
+            read_size: FIRST_READ,
             held: BytesMut::new(),
             unsent: BytesMut::new(),
             close_wanted: false,
@@ -265,8 +270,8 @@ impl TlsSession {
             .max(1)
     }
 
-    /// Space for the next ciphertext read: at least 64 KiB (4 KiB at the first read after a
-    /// release, doubling while reads fill what they are offered).
+    /// Space for the next ciphertext read: 4 KiB at the session's first read and the first
+    /// after a release, doubling while reads fill what they are offered, to at least 64 KiB.
     pub fn read_buf(&mut self) -> &mut [u8] {
         if self.start == self.end {
             self.start = 0;
@@ -278,8 +283,9 @@ impl TlsSession {
             self.start = 0;
         }
         if self.incoming.len() - self.end < self.read_size {
-            // After a release, with the reads: the full size has room for a partial record
-            // besides, so that the buffer then stays as it is.
+            // At the session's start (within the capacity allocated with it) and after a
+            // release, with the reads: the full size has room for a partial record besides,
+            // so that the buffer then stays as it is.
             let len = if self.read_size < CIPHERTEXT_READ {
                 self.end + self.read_size
             } else if self.incoming.len() < CIPHERTEXT_READ + MAX_RECORD {
@@ -306,13 +312,13 @@ impl TlsSession {
                 *buf = BytesMut::new();
             }
         }
-        if self.start != self.end || self.incoming.is_empty() {
+        if self.start != self.end || self.incoming.capacity() == 0 {
             return false;
         }
         self.incoming = Vec::new();
         self.start = 0;
         self.end = 0;
-        self.read_size = FIRST_READ_AFTER_RELEASE;
+        self.read_size = FIRST_READ;
         true
     }
 

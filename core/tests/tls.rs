@@ -466,7 +466,7 @@ impl PlaintextSink for Collect {
 }
 
 /// A finished handshake between a session and an in-memory server.
-fn connected() -> (TlsSession, ServerConnection) {
+fn handshaken() -> (TlsSession, ServerConnection) {
     let (roots, server_config) = test_pki(&["localhost"]);
     let mut tls = TlsSession::new(tls_config_with_roots(roots), "localhost").unwrap();
     let mut server = ServerConnection::new(server_config).unwrap();
@@ -474,6 +474,56 @@ fn connected() -> (TlsSession, ServerConnection) {
     pump(&mut tls, &mut server, &mut Collect::default()).unwrap();
     assert!(!tls.is_handshaking());
     (tls, server)
+}
+
+/// A finished handshake, then 128 KiB of data taken, as a busy stream's first moments go:
+/// the session's reads are offered their full size (64 KiB and a record's room) from here.
+fn connected() -> (TlsSession, ServerConnection) {
+    let (mut tls, mut server) = handshaken();
+    let warm_up = text(128 * 1024);
+    server.writer().write_all(&warm_up).unwrap();
+    let mut sink = Collect {
+        accepting: true,
+        read_size: 64 * 1024,
+        ..Collect::default()
+    };
+    deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
+    assert!(sink.bytes == warm_up);
+    assert!(tls.read_buf().len() >= 64 * 1024);
+    (tls, server)
+}
+
+/// A fresh session allocates its ciphertext buffer whole but zeroes it with the reads, which
+/// start at a page and double while they fill what they are offered — an idle connection
+/// touches only the pages it read into: 4, 8, 16, 32 KiB, then 64 KiB and more, the buffer
+/// never reallocated; every byte arrives in order.
+#[test]
+fn a_fresh_session_reads_from_a_page_up_in_one_allocation() {
+    let (mut tls, mut server) = handshaken();
+    let allocated = tls.buffer_capacity();
+    assert!(allocated >= CIPHERTEXT_BUFFER, "{allocated}");
+    let burst = text(256 * 1024);
+    server.writer().write_all(&burst).unwrap();
+    let ciphertext = server_output(&mut server);
+    let mut sink = Collect {
+        accepting: true,
+        read_size: 64 * 1024,
+        ..Collect::default()
+    };
+    let mut offers = Vec::new();
+    let mut rest = &ciphertext[..];
+    while !rest.is_empty() {
+        let buf = tls.read_buf();
+        offers.push(buf.len());
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        tls.handle_read(n, &mut sink).unwrap();
+        rest = &rest[n..];
+        assert_eq!(tls.buffer_capacity(), allocated, "reallocated: {offers:?}");
+    }
+    assert!(sink.bytes == burst);
+    assert_eq!(&offers[..4], [4096, 8192, 16384, 32768], "{offers:?}");
+    assert!(offers[4..].iter().all(|&o| o >= 64 * 1024), "{offers:?}");
 }
 
 /// What the server has to send, as ciphertext.
@@ -785,9 +835,9 @@ fn a_certificate_larger_than_a_record_verifies_in_small_reads() {
         }
         for piece in server_output(&mut server).chunks(1000) {
             let room = tls.read_buf();
-            // The promise to transports: every read gets 64 KiB of room, a long handshake
-            // message waiting in the buffer or not.
-            assert!(room.len() >= 64 * 1024, "{} bytes of room", room.len());
+            // The promise to transports: every read gets room, at least the page a fresh
+            // session's reads start at, a long handshake message waiting in the buffer or not.
+            assert!(room.len() >= 4096, "{} bytes of room", room.len());
             room[..piece.len()].copy_from_slice(piece);
             tls.handle_read(piece.len(), &mut sink).unwrap();
         }
