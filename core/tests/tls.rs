@@ -493,6 +493,28 @@ fn connected() -> (TlsSession, ServerConnection) {
     (tls, server)
 }
 
+/// Delivers `ciphertext` in reads that fill what the session offers, `after_each` checking
+/// the session after every read; returns the offers, in bytes.
+fn offered_reads(
+    tls: &mut TlsSession,
+    ciphertext: &[u8],
+    sink: &mut impl PlaintextSink,
+    mut after_each: impl FnMut(&TlsSession),
+) -> Vec<usize> {
+    let mut offers = Vec::new();
+    let mut rest = ciphertext;
+    while !rest.is_empty() {
+        let buf = tls.read_buf();
+        offers.push(buf.len());
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        tls.handle_read(n, sink).unwrap();
+        rest = &rest[n..];
+        after_each(tls);
+    }
+    offers
+}
+
 /// A fresh session allocates its ciphertext buffer whole but zeroes it with the reads, which
 /// start at a page and double while they fill what they are offered — an idle connection
 /// touches only the pages it read into: 4, 8, 16, 32 KiB, then 64 KiB and more, the buffer
@@ -510,17 +532,9 @@ fn a_fresh_session_reads_from_a_page_up_in_one_allocation() {
         read_size: 64 * 1024,
         ..Collect::default()
     };
-    let mut offers = Vec::new();
-    let mut rest = &ciphertext[..];
-    while !rest.is_empty() {
-        let buf = tls.read_buf();
-        offers.push(buf.len());
-        let n = buf.len().min(rest.len());
-        buf[..n].copy_from_slice(&rest[..n]);
-        tls.handle_read(n, &mut sink).unwrap();
-        rest = &rest[n..];
-        assert_eq!(tls.buffer_capacity(), allocated, "reallocated: {offers:?}");
-    }
+    let offers = offered_reads(&mut tls, &ciphertext, &mut sink, |tls| {
+        assert_eq!(tls.buffer_capacity(), allocated, "reallocated");
+    });
     assert!(sink.bytes == burst);
     assert_eq!(&offers[..4], [4096, 8192, 16384, 32768], "{offers:?}");
     assert!(offers[4..].iter().all(|&o| o >= 64 * 1024), "{offers:?}");
@@ -992,17 +1006,9 @@ fn a_released_session_reads_on_and_a_partial_record_is_kept() {
     let burst = text(512 * 1024);
     server.writer().write_all(&burst).unwrap();
     let ciphertext = server_output(&mut server);
-    let mut offers = Vec::new();
-    let mut rest = &ciphertext[..];
-    while !rest.is_empty() {
-        let buf = tls.read_buf();
-        offers.push(buf.len());
-        let n = buf.len().min(rest.len());
-        buf[..n].copy_from_slice(&rest[..n]);
-        tls.handle_read(n, &mut sink).unwrap();
-        rest = &rest[n..];
+    let offers = offered_reads(&mut tls, &ciphertext, &mut sink, |tls| {
         assert!(tls.buffer_capacity() <= CIPHERTEXT_BUFFER);
-    }
+    });
     assert!(sink.bytes[b"after a quiet spell and one more".len()..] == burst[..]);
     assert_eq!(&offers[..4], [4096, 8192, 16384, 32768], "{offers:?}");
     assert!(offers[4..].iter().all(|&o| o >= 64 * 1024), "{offers:?}");
