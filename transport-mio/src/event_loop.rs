@@ -566,7 +566,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
             let endpoint = e.stream.endpoint().clone();
             if endpoint.scheme.is_tls() {
                 match TlsSession::new(tls_config, &endpoint.host) {
-                    Ok(t) => sock.tls = Some(t),
+                    Ok(t) => sock.tls = Some(Box::new(t)),
                     Err(err) => {
                         e.sock = None;
                         return e.stream.handle_tls_error(&err, now);
@@ -616,7 +616,7 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
 /// as a read once brought), the loop's and its own channel's.
 #[cold]
 fn release_quiet_memory<H>(e: &mut Entry<H>, now: Instant) {
-    if let Some(tls) = e.sock.as_mut().and_then(|s| s.tls.as_mut()) {
+    if let Some(tls) = e.sock.as_mut().and_then(|s| s.tls.as_deref_mut()) {
         tls.release_read_buffer();
         e.stream.set_tls_buffer_bytes(tls.buffer_capacity(), now);
     }

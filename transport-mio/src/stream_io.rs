@@ -34,7 +34,8 @@ pub(crate) fn id_of<T>(token: Token, streams: &Slab<T>) -> StreamId {
 
 pub(crate) struct Sock {
     pub(crate) tcp: TcpStream,
-    pub(crate) tls: Option<TlsSession>,
+    /// Boxed: a plaintext stream's entry does not carry a session's 1.2 KB.
+    pub(crate) tls: Option<Box<TlsSession>>,
     pub(crate) out: WriteQueue,
     /// TCP connect completed (and TLS handshake, if any).
     pub(crate) ready: bool,
@@ -189,7 +190,7 @@ pub(crate) fn read<H: DataHandler>(
             return;
         }
         // Into the TLS session's buffer (ciphertext) or straight into the stream's.
-        let buf = match sock.tls.as_mut() {
+        let buf = match sock.tls.as_deref_mut() {
             Some(tls) => tls.read_buf(),
             None => e.stream.read_buf(),
         };
@@ -197,7 +198,7 @@ pub(crate) fn read<H: DataHandler>(
         let tcp = &sock.tcp;
         let n = match sock.reads.read(tcp, buf, |b| (&*tcp).read(b)) {
             Ok(0) => {
-                if let Some(tls) = sock.tls.as_mut() {
+                if let Some(tls) = sock.tls.as_deref_mut() {
                     let _ = tls.handle_eof(&mut StreamInput {
                         stream: &mut e.stream,
                         now,
@@ -225,7 +226,7 @@ pub(crate) fn read<H: DataHandler>(
         }
         budget = budget.saturating_sub(n);
         let drained = n < offered && !sock.read_closed;
-        match sock.tls.as_mut() {
+        match sock.tls.as_deref_mut() {
             None => {
                 let lender = e.delivery.lender(e.pending.is_empty());
                 e.stream.handle_read_lending(n, now, lender);
@@ -282,7 +283,7 @@ pub(crate) fn set_low_water<H>(e: &mut Entry<H>, now: Instant) {
     let Some(sock) = e.sock.as_mut().filter(|s| s.ready) else {
         return;
     };
-    let wanted = e.stream.socket_low_water(sock.tls.as_ref());
+    let wanted = e.stream.socket_low_water(sock.tls.as_deref());
     if let Err(err) = sock.reads.set_mark(&mut sock.low_water, &sock.tcp, wanted) {
         e.stream
             .handle_transport_error(&format!("SO_RCVLOWAT: {err}"), now);
@@ -300,7 +301,7 @@ pub(crate) fn pump<H: DataHandler + Send + 'static>(
     match e.sock.as_mut() {
         // Bounded: what a peer that does not read leaves unsent stays in the stream.
         Some(sock) => {
-            sock.out.fill(|| stream.poll_transmit(), sock.tls.as_mut());
+            sock.out.fill(|| stream.poll_transmit(), sock.tls.as_deref_mut());
         }
         None => while stream.poll_transmit().is_some() {},
     }
@@ -327,7 +328,7 @@ fn disconnect<H>(e: &mut Entry<H>, registry: &mio::Registry) {
             // may be left to go out on the next one.
             let stream = &mut e.stream;
             sock.out
-                .fill_for_close(|| stream.poll_transmit(), sock.tls.as_mut());
+                .fill_for_close(|| stream.poll_transmit(), sock.tls.as_deref_mut());
             // Best effort, without blocking the loop: what the socket takes now.
             let (tcp, reads) = (&sock.tcp, &sock.reads);
             let _ = sock.out.write_with(|slices| {
@@ -417,7 +418,7 @@ pub(crate) fn flush<H>(e: &mut Entry<H>, registry: &mio::Registry, id: StreamId)
     if sock.tcp_connecting() {
         return;
     }
-    if let Some(tls) = sock.tls.as_mut() {
+    if let Some(tls) = sock.tls.as_deref_mut() {
         while let Some(c) = tls.poll_transmit() {
             sock.out.push(c);
         }
@@ -435,7 +436,7 @@ pub(crate) fn flush<H>(e: &mut Entry<H>, registry: &mio::Registry, id: StreamId)
         }
         if !sock
             .out
-            .refill(|| stream.poll_transmit(), sock.tls.as_mut())
+            .refill(|| stream.poll_transmit(), sock.tls.as_deref_mut())
         {
             break;
         }

@@ -183,7 +183,7 @@ impl<H> Drop for Driver<H> {
         self.stream.stop(Instant::now());
         let stream = &mut self.stream;
         conn.out
-            .fill_for_close(|| stream.poll_transmit(), conn.tls.as_mut());
+            .fill_for_close(|| stream.poll_transmit(), conn.tls.as_deref_mut());
         while let Some(chunk) = conn.out.pop() {
             if !matches!(conn.sock.try_write(&conn.sweep, &chunk), Ok(n) if n == chunk.len()) {
                 break;
@@ -292,7 +292,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                             Ok(conn) => {
                                 self.conn = Some(*conn);
                                 self.stream.handle_connected(now);
-                                if let Some(tls) = self.conn.as_mut().and_then(|c| c.tls.as_mut()) {
+                                if let Some(tls) = self.conn.as_mut().and_then(|c| c.tls.as_deref_mut()) {
                                     let mut sink = StreamInput {
                                         stream: &mut self.stream,
                                         now,
@@ -531,7 +531,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         match self.conn.as_mut() {
             // Bounded: what a peer that does not read leaves unsent stays in the stream.
             Some(conn) => {
-                conn.out.fill(|| stream.poll_transmit(), conn.tls.as_mut());
+                conn.out.fill(|| stream.poll_transmit(), conn.tls.as_deref_mut());
             }
             None => while stream.poll_transmit().is_some() {},
         }
@@ -566,7 +566,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         // none is left to go out on the next one.
         let stream = &mut self.stream;
         conn.out
-            .fill_for_close(|| stream.poll_transmit(), conn.tls.as_mut());
+            .fill_for_close(|| stream.poll_transmit(), conn.tls.as_deref_mut());
         // Let the last bytes (a Close frame, TLS close_notify) out, briefly, off the hot path —
         // through tokio's own writes, which wait for writability on a non-blocking socket.
         if conn.sock.stop_sweeping(&mut conn.sweep).is_err() {
@@ -625,7 +625,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
     /// among them: `Events` gives its emptied batch back before it waits.
     #[cold]
     fn release_quiet_memory(&mut self, now: Instant) {
-        if let Some(tls) = self.conn.as_mut().and_then(|c| c.tls.as_mut()) {
+        if let Some(tls) = self.conn.as_mut().and_then(|c| c.tls.as_deref_mut()) {
             tls.release_read_buffer();
             self.stream.set_tls_buffer_bytes(tls.buffer_capacity(), now);
         }
@@ -683,7 +683,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             let Some(conn) = self.conn.as_mut() else {
                 break;
             };
-            let buf = match conn.tls.as_mut() {
+            let buf = match conn.tls.as_deref_mut() {
                 Some(tls) => tls.read_buf(),
                 None => self.stream.read_buf(),
             };
@@ -704,7 +704,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 Ok(n) => n,
             };
             if n == 0 {
-                if let Some(tls) = conn.tls.as_mut() {
+                if let Some(tls) = conn.tls.as_deref_mut() {
                     let mut sink = StreamInput {
                         stream: &mut self.stream,
                         now,
@@ -714,7 +714,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 self.stream.handle_eof(now);
                 break;
             }
-            match conn.tls.as_mut() {
+            match conn.tls.as_deref_mut() {
                 Some(tls) => {
                     let mut sink = LendingInput {
                         stream: &mut self.stream,
@@ -762,7 +762,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(());
         };
-        let wanted = self.stream.socket_low_water(conn.tls.as_ref());
+        let wanted = self.stream.socket_low_water(conn.tls.as_deref());
         conn.sock
             .set_low_water(&mut conn.sweep, &mut conn.low_water, wanted)
     }
@@ -794,7 +794,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 .write_with(|slices| conn.sock.try_write_vectored(&conn.sweep, slices))?;
             if !conn
                 .out
-                .refill(|| stream.poll_transmit(), conn.tls.as_mut())
+                .refill(|| stream.poll_transmit(), conn.tls.as_deref_mut())
             {
                 return Ok(());
             }

@@ -18,7 +18,8 @@ use crate::socket::{Socket, Sweep};
 #[derive(Debug)]
 pub(crate) struct Conn {
     pub(crate) sock: Socket,
-    pub(crate) tls: Option<TlsSession>,
+    /// Boxed: a plaintext stream's connection does not carry a session's 1.2 KB.
+    pub(crate) tls: Option<Box<TlsSession>>,
     pub(crate) out: WriteQueue,
     /// `SO_RCVLOWAT`, kept at what the stream can use (`Driver::set_low_water`).
     pub(crate) low_water: RecvLowWater,
@@ -97,7 +98,8 @@ pub(crate) async fn open(
     let mut sock = sock.ok_or(OpenError::Connect(last))?;
     sock.set_nodelay(true).map_err(|e| e.to_string())?;
     let tls = if endpoint.scheme.is_tls() {
-        let mut session = TlsSession::new(tls, &endpoint.host).map_err(OpenError::Tls)?;
+        let mut session =
+            Box::new(TlsSession::new(tls, &endpoint.host).map_err(OpenError::Tls)?);
         while session.is_handshaking() {
             while let Some(c) = session.poll_transmit() {
                 sock.write_all(&c)
