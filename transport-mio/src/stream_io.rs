@@ -301,7 +301,8 @@ pub(crate) fn pump<H: DataHandler + Send + 'static>(
     match e.sock.as_mut() {
         // Bounded: what a peer that does not read leaves unsent stays in the stream.
         Some(sock) => {
-            sock.out.fill(|| stream.poll_transmit(), sock.tls.as_deref_mut());
+            sock.out
+                .fill(|| stream.poll_transmit(), sock.tls.as_deref_mut());
         }
         None => while stream.poll_transmit().is_some() {},
     }

@@ -292,7 +292,9 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                             Ok(conn) => {
                                 self.conn = Some(*conn);
                                 self.stream.handle_connected(now);
-                                if let Some(tls) = self.conn.as_mut().and_then(|c| c.tls.as_deref_mut()) {
+                                if let Some(tls) =
+                                    self.conn.as_mut().and_then(|c| c.tls.as_deref_mut())
+                                {
                                     let mut sink = StreamInput {
                                         stream: &mut self.stream,
                                         now,
@@ -531,7 +533,8 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
         match self.conn.as_mut() {
             // Bounded: what a peer that does not read leaves unsent stays in the stream.
             Some(conn) => {
-                conn.out.fill(|| stream.poll_transmit(), conn.tls.as_deref_mut());
+                conn.out
+                    .fill(|| stream.poll_transmit(), conn.tls.as_deref_mut());
             }
             None => while stream.poll_transmit().is_some() {},
         }

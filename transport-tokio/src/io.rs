@@ -98,8 +98,7 @@ pub(crate) async fn open(
     let mut sock = sock.ok_or(OpenError::Connect(last))?;
     sock.set_nodelay(true).map_err(|e| e.to_string())?;
     let tls = if endpoint.scheme.is_tls() {
-        let mut session =
-            Box::new(TlsSession::new(tls, &endpoint.host).map_err(OpenError::Tls)?);
+        let mut session = Box::new(TlsSession::new(tls, &endpoint.host).map_err(OpenError::Tls)?);
         while session.is_handshaking() {
             while let Some(c) = session.poll_transmit() {
                 sock.write_all(&c)
