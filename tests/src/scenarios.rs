@@ -526,9 +526,8 @@ fn wait_until_closed(s: &dyn Session) {
 }
 
 /// Waits (at most [`TIMEOUT`]) for the stream's read buffer and its TLS session's buffers to
-/// be given back; then, how long
-/// before now its last read was (the stream's own stamp, so the consumer's pace does not
-/// enter it).
+/// be given back; then, how long before now its last read was (the stream's own stamp, so
+/// the consumer's pace does not enter it).
 fn wait_until_released(s: &dyn Session, what: &str) -> Duration {
     let started = Instant::now();
     loop {

@@ -610,7 +610,6 @@ impl<H: DataHandler + Send + 'static> EventLoop<H> {
     }
 }
 
-/// One `epoll_wait`; a signal's interruption counts as a wait that found nothing.
 /// The stream went quiet and gave its read block back: the TLS session's ciphertext buffer
 /// goes too, and so do the empty event queues' buffers (each with room for as many events
 /// as a read once brought), the loop's and its own channel's.
@@ -628,6 +627,7 @@ fn release_quiet_memory<H>(e: &mut Entry<H>, now: Instant) {
     }
 }
 
+/// One `epoll_wait`; a signal's interruption counts as a wait that found nothing.
 fn poll(poll: &mut Poll, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
     match poll.poll(events, timeout) {
         Err(e) if e.kind() != io::ErrorKind::Interrupted => Err(e),
