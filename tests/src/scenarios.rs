@@ -547,6 +547,16 @@ fn wait_until_released(s: &dyn Session, what: &str) -> Duration {
     Instant::now().saturating_duration_since(last_read)
 }
 
+/// What a stream's TLS session holds (`StatsSnapshot::tls_buffer_bytes`): within `over_tls`
+/// over TLS, nothing without it.
+fn assert_tls_buffer(tls: bool, held: u64, over_tls: impl std::ops::RangeBounds<u64>) {
+    if tls {
+        assert!(over_tls.contains(&held), "TLS buffers hold {held} bytes");
+    } else {
+        assert_eq!(held, 0, "no TLS, no TLS buffers");
+    }
+}
+
 /// A stream quiet for a second (`Timeouts::release_read_memory`) gives its read buffer back
 /// — over TLS too, where the adapter then frees the session's ciphertext buffer — and works
 /// on: the next read takes a buffer again, and the next quiet second gives it back again.
@@ -572,15 +582,7 @@ pub fn quiet_streams_give_their_read_memory_back(adapter: &dyn Adapter) {
         );
         // The session's ciphertext buffer is allocated whole: 64 KiB for a read and room
         // for a partial record.
-        if tls {
-            assert!(
-                busy.tls_buffer_bytes > 64 * 1024,
-                "{}",
-                busy.tls_buffer_bytes
-            );
-        } else {
-            assert_eq!(busy.tls_buffer_bytes, 0);
-        }
+        assert_tls_buffer(tls, busy.tls_buffer_bytes, 64 * 1024 + 1..);
         // Exact, not a guess at scheduling: the release comes from a timer that fires no
         // sooner than a second after the last read, and `now` is later still.
         let quiet = wait_until_released(s.as_ref(), &format!("tls={tls}"));
@@ -604,12 +606,7 @@ pub fn quiet_streams_give_their_read_memory_back(adapter: &dyn Adapter) {
         );
         // A page for the answer's record (and the request's room in the outbox), not the
         // whole buffer again.
-        if tls {
-            let held = woken.tls_buffer_bytes;
-            assert!((4096..16 * 1024).contains(&held), "{held}");
-        } else {
-            assert_eq!(woken.tls_buffer_bytes, 0);
-        }
+        assert_tls_buffer(tls, woken.tls_buffer_bytes, 4096..16 * 1024);
         let quiet = wait_until_released(s.as_ref(), &format!("tls={tls}, after the answer"));
         assert!(
             quiet >= Duration::from_secs(1),
