@@ -120,6 +120,12 @@ impl TextValidator {
     }
 }
 
+/// Bytes of room `stream`'s queues hold, used or not — its events, its transport commands,
+/// its connection's events: what a quiet stream gives back.
+pub fn queue_room(stream: &crate::Stream) -> usize {
+    stream.queue_room()
+}
+
 /// A WebSocket `Stream` for `config` past its opening exchange, as a transport would leave
 /// it: connected, the upgrade answered by [`accept_response`], the events it raised taken.
 /// For benchmarks and tests that feed frames straight into `read_buf`.

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::harness::Harness;
-use feedwire_core::testing::server_frame;
+use feedwire_core::testing::{queue_room, server_frame};
 use feedwire_core::{StreamConfig, StreamEvent};
 
 const URL: &str = "ws://127.0.0.1:9443/ws";
@@ -104,6 +104,31 @@ fn a_quiet_connection_gives_its_event_queue_room_back() {
     assert_eq!(queue_room(&mut h), 0, "given back");
     h.feed_text(DATA);
     assert_eq!(data_events(&mut h), 1, "and the next read's events as ever");
+}
+
+/// Every queue's room goes with the block — the stream's events, its transport commands (the
+/// connect's), its connection's events (the handshake's, a read's lines) — on a WebSocket
+/// stream that only opened and on a Betfair line stream that had data: a quiet stream holds
+/// none of them.
+#[test]
+fn a_quiet_stream_gives_every_queue_room_back() {
+    let mut h = open(Some(Duration::from_secs(1)));
+    assert!(queue_room(&h.s) > 0, "the opening's queues");
+    h.advance(Duration::from_millis(1_050));
+    assert_eq!(read_buffer_bytes(&h), 0);
+    assert_eq!(queue_room(&h.s), 0, "WebSocket, only opened");
+    h.feed_text(DATA);
+    assert_eq!(data_events(&mut h), 1, "the next read's events as ever");
+
+    let mut h = Harness::betfair_authenticated();
+    let line = r#"{"op":"mcm","id":2,"clk":"AAA","pt":1,"mc":[{"id":"1.1"}]}"#;
+    h.feed(format!("{line}\r\n").repeat(50).as_bytes());
+    assert_eq!(data_events(&mut h), 50);
+    h.advance(Duration::from_millis(1_050));
+    assert_eq!(read_buffer_bytes(&h), 0);
+    assert_eq!(queue_room(&h.s), 0, "Betfair, after data");
+    h.feed_line(line);
+    assert_eq!(data_events(&mut h), 1);
 }
 
 /// Reads every 300 ms for 5 s: the memory stays, however often the timer fires.

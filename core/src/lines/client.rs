@@ -83,9 +83,15 @@ impl LineClient {
     }
 
     /// Frees the read buffer's block if no partial line is buffered; returns whether it did.
+    /// The event queue's room goes too, when it holds no event.
     /// For transports holding many mostly-idle streams: call it when a stream goes quiet,
     /// not after every read (the next read would allocate and zero a new block).
     pub fn release_read_buffer(&mut self) -> bool {
+        if self.events.is_empty() {
+            // Its room was a read's events (or the handshake's): nothing a quiet
+            // connection needs.
+            self.events = VecDeque::new();
+        }
         self.rb.release_if_empty()
     }
 
@@ -198,6 +204,11 @@ impl LineClient {
     #[must_use]
     pub fn has_events(&self) -> bool {
         !self.events.is_empty()
+    }
+
+    /// Bytes of room the event queue holds, used or not.
+    pub(crate) fn event_room(&self) -> usize {
+        self.events.capacity() * std::mem::size_of::<LineEvent>()
     }
 
     /// The next event.

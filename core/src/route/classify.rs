@@ -67,7 +67,11 @@ pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
 /// the shapes of its last heads (`HeadShapes`), walking in full only heads of a new shape.
 #[derive(Debug, Clone)]
 pub struct Classifier {
-    rules: RouteRules,
+    /// [`RouteRules::scan_len`]. The rules themselves are not kept: every stream holds a
+    /// classifier, and what else they say is compiled below.
+    scan_len: usize,
+    /// [`RouteRules::stop_at_composite`].
+    stop_at_composite: bool,
     needles: Vec<memchr::memmem::Finder<'static>>,
     first_keys: Vec<FirstKey>,
     /// The first two of `first_keys`, as the decoder's loop checks them inline.
@@ -365,11 +369,17 @@ impl Classifier {
             .chain(&rules.shutdown)
         {
             needles.push(match c {
-                // The value is rarer than the key (`"serverShutdown"` versus `"e"`).
+                // The value is rarer than the key (`"serverShutdown"` versus `"e"`). Without
+                // its opening quote it is within every longer token that ends alike
+                // (`"!serverShutdown"`), which then needs no search of its own.
                 Condition::Equals { token, .. } | Condition::InnerEquals { token, .. }
                     if token.len() >= 3 =>
                 {
-                    token.clone()
+                    match token.strip_prefix('"') {
+                        Some(inner) if inner.len() >= 3 => inner,
+                        _ => token,
+                    }
+                    .to_owned()
                 }
                 other => quoted(other.key()),
             });
@@ -379,8 +389,16 @@ impl Classifier {
             // always pass, so go straight to the scan.
             needles.clear();
         }
-        needles.sort();
-        needles.dedup();
+        // A head holding a needle holds every needle within it: only the innermost are
+        // searched for (a finder is 288 bytes, and every stream holds its own).
+        needles.sort_by_key(String::len);
+        let mut innermost: Vec<String> = Vec::with_capacity(needles.len());
+        for n in needles {
+            if !innermost.iter().any(|kept| n.contains(kept.as_str())) {
+                innermost.push(n);
+            }
+        }
+        let needles = innermost;
         let needles: Vec<_> = needles
             .iter()
             .map(|n| memchr::memmem::Finder::new(n.as_bytes()).into_owned())
@@ -423,18 +441,14 @@ impl Classifier {
             .collect();
         Self {
             leads: Leads::new(&first_keys, &rules.data_first_keys, rules.scan_len),
-            rules,
+            scan_len: rules.scan_len,
+            stop_at_composite: rules.stop_at_composite,
             by_shape_alone: needles.is_empty() && first_keys.is_empty(),
             needles,
             first_keys,
             first_key_checks,
             compiled,
         }
-    }
-
-    /// The rules it was compiled from.
-    pub fn rules(&self) -> &RouteRules {
-        &self.rules
     }
 
     /// Classifies `payload` by its first `scan_len` bytes. Only a response's id may come from
@@ -468,8 +482,8 @@ impl Classifier {
     /// skipped bracket by bracket), once per answer.
     fn response_id(&self, payload: &Bytes, in_head: Option<Value>) -> Option<ResponseId> {
         let value = match in_head {
-            Some(Value::Truncated) | None if payload.len() > self.rules.scan_len => {
-                top_level_value(payload, self.rules.id_key.as_bytes())?
+            Some(Value::Truncated) | None if payload.len() > self.scan_len => {
+                top_level_value(payload, self.compiled.key(self.compiled.id_key))?
             }
             Some(value) => value,
             None => return None,
@@ -481,7 +495,7 @@ impl Classifier {
     /// id as ranges of `payload`: no reference count is taken for values read in place and
     /// dropped at once.
     pub(crate) fn verdict(&self, payload: &[u8]) -> Verdict {
-        let head = &payload[..payload.len().min(self.rules.scan_len)];
+        let head = &payload[..payload.len().min(self.scan_len)];
         if !self.first_keys.is_empty() {
             if let Some(verdict) = self.by_first_key(head) {
                 return verdict;
@@ -494,12 +508,12 @@ impl Classifier {
     /// ([`plain_by_first_key`](Self::plain_by_first_key) said `None`): the prefilter, then
     /// the head scan.
     pub(crate) fn verdict_by_scan(&self, payload: &[u8]) -> Verdict {
-        let head = &payload[..payload.len().min(self.rules.scan_len)];
+        let head = &payload[..payload.len().min(self.scan_len)];
         let prefiltered = !self.needles.is_empty();
         if prefiltered && !self.needles.iter().any(|f| f.find(head).is_some()) {
             return Verdict::PLAIN_DATA;
         }
-        scan(head, &self.compiled, self.rules.stop_at_composite)
+        scan(head, &self.compiled, self.stop_at_composite)
     }
 
     /// [`verdict_by_scan`](Self::verdict_by_scan) that walks the head along a shape learned
@@ -552,7 +566,7 @@ impl Classifier {
         shapes: &mut HeadShapes,
         learned: &'a mut Option<Verdict>,
     ) -> ByShape<'a> {
-        if let Some(fitted) = shapes.fit(payload, self.rules.scan_len) {
+        if let Some(fitted) = shapes.fit(payload, self.scan_len) {
             return ByShape::Fitted(fitted);
         }
         let head = self.head(payload);
@@ -562,17 +576,17 @@ impl Classifier {
     /// The bytes of `payload` the rules look at.
     #[inline(always)]
     fn head<'p>(&self, payload: &'p [u8]) -> &'p [u8] {
-        &payload[..payload.len().min(self.rules.scan_len)]
+        &payload[..payload.len().min(self.scan_len)]
     }
 
     /// The full walk of a head no shape fitted, learning its shape.
     #[inline(never)]
     fn verdict_and_shape(&self, head: &[u8], shapes: &mut HeadShapes) -> Verdict {
         let c = &self.compiled;
-        let verdict = scan(head, c, self.rules.stop_at_composite);
+        let verdict = scan(head, c, self.stop_at_composite);
         shapes.learn(
             head,
-            self.rules.stop_at_composite,
+            self.stop_at_composite,
             |key| c.key_index(head, key),
             &c.roles,
             &verdict,
@@ -674,7 +688,7 @@ impl Classifier {
     /// [`plain_by_first_key`](Self::plain_by_first_key) where no lead settles the message.
     #[inline(never)]
     fn plain_by_first_key_in_general(&self, payload: &[u8]) -> Option<FirstKeyFlags> {
-        self.first_key_flags(&payload[..payload.len().min(self.rules.scan_len)])
+        self.first_key_flags(&payload[..payload.len().min(self.scan_len)])
     }
 
     fn first_key_flags(&self, head: &[u8]) -> Option<FirstKeyFlags> {
@@ -888,5 +902,32 @@ fn response_id(payload: &Bytes, value: &Value) -> Option<ResponseId> {
             ResponseId::Int,
         )),
         Value::Composite(_) | Value::Truncated => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `"!serverShutdown"` holds `serverShutdown"`: Binance's rules have a head searched for
+    /// three needles, not four, and a head with either token, behind a key the first-key
+    /// path leaves to the scan, is still a shutdown notice.
+    #[test]
+    fn a_needle_within_another_is_searched_for_alone() {
+        let c = Classifier::new(RouteRules::binance_stream());
+        let mut needles: Vec<&[u8]> = c.needles.iter().map(|f| f.needle()).collect();
+        needles.sort_unstable();
+        assert_eq!(
+            needles,
+            [&b"\"error\""[..], b"\"result\"", b"serverShutdown\""]
+        );
+        let shutdown = |head: &'static str| match c.classify(&Bytes::from_static(head.as_bytes())) {
+            Class::Data { shutdown, .. } => shutdown,
+            other => panic!("{head}: {other:?}"),
+        };
+        assert!(shutdown(r#"{"x":1,"stream":"!serverShutdown"}"#));
+        assert!(shutdown(r#"{"x":1,"e":"serverShutdown"}"#));
+        assert!(!shutdown(r#"{"x":1,"stream":"serverShutdown"}"#));
+        assert!(!shutdown(r#"{"x":1,"e":"!serverShutdown"}"#));
     }
 }

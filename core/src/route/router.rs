@@ -146,31 +146,45 @@ pub struct TimedOut<T> {
 /// Classifies messages and matches responses to requests. Sans-IO: time is an argument.
 #[derive(Debug)]
 pub struct Router<T> {
-    config: RouterConfig,
+    /// The configuration's own settings; its rules live on only compiled, in `classifier`
+    /// (every stream holds a router, and a copy of the rules is most of a kilobyte).
+    ids: IdSource,
+    request_timeout: Duration,
+    max_pending: usize,
     classifier: Classifier,
     pending: PendingRequests<T>,
-    /// The last integer id handed out.
-    last_int: u64,
-    rng: MaskRng,
     timed_out: VecDeque<TimedOut<T>>,
+}
+
+/// Where a router's ids come from ([`IdStyle`] with its state).
+#[derive(Debug)]
+enum IdSource {
+    Counter {
+        wrap_after: u64,
+        /// The last id handed out.
+        last: u64,
+    },
+    /// Boxed: 320 bytes of generator that the integer ids of most streams never use.
+    Uuid(Box<MaskRng>),
 }
 
 impl<T> Router<T> {
     /// A router; `seed` feeds UUID ids.
     pub fn new(config: RouterConfig, seed: Seed) -> Self {
         Self {
-            classifier: Classifier::new(config.rules.clone()),
+            ids: match config.id_style {
+                IdStyle::Counter { wrap_after } => IdSource::Counter {
+                    wrap_after,
+                    last: 0,
+                },
+                IdStyle::Uuid => IdSource::Uuid(Box::new(MaskRng::from_seed(seed))),
+            },
+            request_timeout: config.request_timeout,
+            max_pending: config.max_pending,
+            classifier: Classifier::new(config.rules),
             pending: PendingRequests::new(config.max_pending),
-            config,
-            last_int: 0,
-            rng: MaskRng::from_seed(seed),
             timed_out: VecDeque::new(),
         }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &RouterConfig {
-        &self.config
     }
 
     /// Requests pending now.
@@ -185,15 +199,15 @@ impl<T> Router<T> {
         tag: T,
         now: Instant,
     ) -> Result<(RequestId, RequestHandle), CorrelationError> {
-        if self.pending.len() >= self.config.max_pending {
+        if self.pending.len() >= self.max_pending {
             return Err(CorrelationError::Full {
-                capacity: self.config.max_pending,
+                capacity: self.max_pending,
             });
         }
         let id = self.next_id()?;
-        let handle =
-            self.pending
-                .insert(id.clone(), tag, after(now, self.config.request_timeout))?;
+        let handle = self
+            .pending
+            .insert(id.clone(), tag, after(now, self.request_timeout))?;
         Ok((id, handle))
     }
 
@@ -289,27 +303,23 @@ impl<T> Router<T> {
     }
 
     fn next_id(&mut self) -> Result<RequestId, CorrelationError> {
-        match self.config.id_style {
-            IdStyle::Counter { wrap_after } => {
-                let wrap_after = wrap_after.max(1);
+        match &mut self.ids {
+            IdSource::Counter { wrap_after, last } => {
+                let wrap_after = (*wrap_after).max(1);
                 // At most `pending + 1` candidates can be needed; fewer ids than that in the
                 // range means every id is taken.
                 for _ in 0..=self.pending.len() {
-                    self.last_int = if self.last_int >= wrap_after {
-                        1
-                    } else {
-                        self.last_int + 1
-                    };
-                    let id = RequestId::Int(self.last_int);
+                    *last = if *last >= wrap_after { 1 } else { *last + 1 };
+                    let id = RequestId::Int(*last);
                     if !self.pending.contains(&id) {
                         return Ok(id);
                     }
                 }
                 Err(CorrelationError::IdsExhausted)
             }
-            IdStyle::Uuid => {
+            IdSource::Uuid(rng) => {
                 let mut bytes = [0u8; 16];
-                self.rng.fill(&mut bytes);
+                rng.fill(&mut bytes);
                 let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
                 let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
                 Ok(RequestId::Str(

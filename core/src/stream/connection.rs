@@ -164,6 +164,14 @@ impl Connection {
         }
     }
 
+    /// Bytes of room the engine's event queue holds, used or not.
+    pub(crate) fn event_room(&self) -> usize {
+        match self {
+            Self::Ws(c) => c.event_room(),
+            Self::Lines(c) => c.event_room(),
+        }
+    }
+
     /// Whether [`next_event`](Self::next_event) may return one (it skips the WebSocket
     /// events the stream does not take, so it can still return `None`).
     pub(crate) fn has_events(&self) -> bool {

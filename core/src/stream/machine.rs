@@ -21,7 +21,7 @@ use super::timers::TimerTable;
 use crate::endpoint::Endpoint;
 use crate::error::{ConfigError, StreamError};
 use crate::rng::{MaskRng, Seed};
-use crate::route::{HeadShapes, Router};
+use crate::route::{HeadShapes, RouteRules, Router, RouterConfig};
 use crate::tls::TlsSession;
 
 mod commands;
@@ -138,6 +138,8 @@ struct Outgoing {
 /// ```
 #[derive(Debug)]
 pub struct Stream {
+    /// The configuration, but for `router.rules`, which is left empty: the rules live on
+    /// compiled in `router`, and nothing reads them again (a kilobyte a stream).
     config: StreamConfig,
     endpoint: Endpoint,
     state: StreamState,
@@ -213,7 +215,7 @@ impl Stream {
     /// the stream's [`ConnectBudget`](crate::ConnectBudget) has no turn free, comes out of
     /// [`handle_timeout`](Self::handle_timeout) at its turn ([`poll_timeout`](Self::poll_timeout)
     /// says when).
-    pub fn new(config: StreamConfig, seed: Seed, now: Instant) -> Result<Self, ConfigError> {
+    pub fn new(mut config: StreamConfig, seed: Seed, now: Instant) -> Result<Self, ConfigError> {
         let mut endpoint = Endpoint::parse(&config.url)?;
         endpoint.connect_to.clone_from(&config.connect_to);
         config.ws.validate()?;
@@ -241,8 +243,12 @@ impl Stream {
         let mut rng = MaskRng::from_seed(seed);
         let mut router_seed = [0u8; 32];
         rng.fill(&mut router_seed);
+        let router = RouterConfig {
+            rules: std::mem::replace(&mut config.router.rules, no_rules()),
+            ..config.router
+        };
         let mut s = Self {
-            router: Router::new(config.router.clone(), router_seed),
+            router: Router::new(router, router_seed),
             config,
             endpoint,
             state: StreamState::Connecting { attempt: 1 },
@@ -303,6 +309,14 @@ impl Stream {
     /// A `Send + Sync` handle reading consistent statistics from any thread.
     pub fn stats_handle(&self) -> StatsHandle {
         self.stats.handle()
+    }
+
+    /// Bytes of room the stream's queues hold, used or not: its events, its transport
+    /// commands and its connection's events.
+    pub(crate) fn queue_room(&self) -> usize {
+        self.events.capacity() * std::mem::size_of::<StreamEvent>()
+            + self.transport.capacity() * std::mem::size_of::<TransportCommand>()
+            + self.conn.as_ref().map_or(0, Connection::event_room)
     }
 
     /// Whether there is a live connection to read from.
@@ -453,6 +467,22 @@ impl Stream {
             .as_ref()
             .map_or(0, |c| c.read_buffer_capacity() as u64);
         self.stats.publish(now, code, read_buffer_bytes);
+    }
+}
+
+/// Rules that allocate nothing, for the stream's copy of its configuration once the router
+/// holds the real ones compiled.
+fn no_rules() -> RouteRules {
+    RouteRules {
+        scan_len: 0,
+        response: Vec::new(),
+        error: Vec::new(),
+        heartbeat: Vec::new(),
+        shutdown: Vec::new(),
+        id_key: String::new(),
+        extract_keys: Vec::new(),
+        data_first_keys: Vec::new(),
+        stop_at_composite: false,
     }
 }
 

@@ -214,9 +214,15 @@ impl WebSocketClient {
     }
 
     /// Frees the read buffer's block if no partial frame is buffered; returns whether it did.
+    /// The event queue's room goes too, when it holds no event.
     /// For transports holding many mostly-idle connections: call it when a connection goes
     /// quiet, not after every read (the next read would allocate and zero a new block).
     pub fn release_read_buffer(&mut self) -> bool {
+        if self.events.is_empty() {
+            // Its room was a read's events (or the handshake's): nothing a quiet
+            // connection needs.
+            self.events = VecDeque::new();
+        }
         self.rb.release_if_empty()
     }
 
@@ -405,6 +411,11 @@ impl WebSocketClient {
     #[must_use]
     pub fn has_events(&self) -> bool {
         !self.events.is_empty()
+    }
+
+    /// Bytes of room the event queue holds, used or not.
+    pub(crate) fn event_room(&self) -> usize {
+        self.events.capacity() * std::mem::size_of::<Event>()
     }
 
     /// Whether a data message is partly received: a fragmented one in progress, or the

@@ -243,6 +243,10 @@ impl Stream {
         if self.events.is_empty() {
             self.events = VecDeque::new();
         }
+        // Room for a few commands (416 bytes) from the connect.
+        if self.transport.is_empty() {
+            self.transport = VecDeque::new();
+        }
     }
 
     /// After a read: the quiet-release timer, if a quiet spell left it unarmed, runs again
