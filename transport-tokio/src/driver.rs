@@ -486,18 +486,16 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             Command::SendBinary(data, reply) => {
                 let _ = reply.send(self.stream.send_binary(&data));
             }
-            Command::Request {
-                method,
-                params,
-                reply,
-            } => match self.stream.request(&method, params.as_deref(), now) {
-                Ok(id) => {
-                    self.awaited.insert(id, reply);
+            Command::Request { call, reply } => {
+                match self.stream.request(&call.0, call.1.as_deref(), now) {
+                    Ok(id) => {
+                        self.awaited.insert(id, reply);
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e.into()));
+                    }
                 }
-                Err(e) => {
-                    let _ = reply.send(Err(e.into()));
-                }
-            },
+            }
             Command::Subscribe(streams, reply) => {
                 let refs: Vec<&str> = streams.iter().map(String::as_str).collect();
                 let _ = reply.send(self.stream.subscribe(&refs, now));
@@ -519,7 +517,7 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 let _ = reply.send(self.stream.subscribe_orders(*sub, now));
             }
             Command::SetBetfairAuth(auth, reply) => {
-                let _ = reply.send(self.stream.set_betfair_auth(auth));
+                let _ = reply.send(self.stream.set_betfair_auth(*auth));
             }
             Command::Stop => self.stream.stop(now),
             Command::Crash(reason) => self.stream.crash(&reason, now),
@@ -686,11 +684,18 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             let Some(conn) = self.conn.as_mut() else {
                 break;
             };
-            let buf = match conn.tls.as_deref_mut() {
-                Some(tls) => tls.read_buf(),
-                None => self.stream.read_buf(),
+            let mut offered = 0;
+            // Asked for only once the socket is readable: a quiet stream gave its buffer back.
+            let (tls, stream, offered_len) =
+                (conn.tls.as_deref_mut(), &mut self.stream, &mut offered);
+            let buf = move || {
+                let buf = match tls {
+                    Some(tls) => tls.read_buf(),
+                    None => stream.read_buf(),
+                };
+                *offered_len = buf.len();
+                buf
             };
-            let offered = buf.len();
             // Registered before every wait that reads; a move that fails is the socket's
             // error.
             let Poll::Ready(result) = conn.sock.poll_read(cx, &mut conn.sweep, buf) else {
@@ -808,6 +813,13 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A command is 32 bytes: every stream's command channel starts with room for 32 of
+    /// them, whether it is ever sent one or not.
+    #[test]
+    fn a_command_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Command>(), 32);
+    }
 
     /// The stream's future holds its driver once: it is the stream's task, and an
     /// application may hold thousands of quiet streams.

@@ -90,22 +90,23 @@ pub(crate) type ResponseReply = oneshot::Sender<Result<Response, CommandError>>;
 /// A command for the driver task.
 #[derive(Debug)]
 pub(crate) enum Command {
-    SendText(String, Reply),
-    SendBinary(Vec<u8>, Reply),
+    SendText(Box<str>, Reply),
+    SendBinary(Box<[u8]>, Reply),
     Request {
-        method: String,
-        params: Option<String>,
+        /// The method and its parameters (JSON).
+        call: Box<(String, Option<String>)>,
         reply: ResponseReply,
     },
-    Subscribe(Vec<String>, Reply),
-    Unsubscribe(Vec<String>, Reply),
+    Subscribe(Box<[String]>, Reply),
+    Unsubscribe(Box<[String]>, Reply),
     ListSubscriptions(Reply),
     Subscriptions(oneshot::Sender<Vec<String>>),
-    // Boxed: every stream's command channel starts with a block of 32 commands, each as
-    // large as the largest variant (96 bytes with these inline, 64 without).
+    // Boxed, as the other variants' payloads (a `String` or `Vec` is 24 bytes, a box 16):
+    // every stream's command channel starts with a block of 32 commands, each as large as
+    // the largest variant (96 bytes with these inline, 32 without).
     SubscribeMarkets(Box<BetfairSubscription>, Reply),
     SubscribeOrders(Box<BetfairSubscription>, Reply),
-    SetBetfairAuth(BetfairAuth, Reply),
+    SetBetfairAuth(Box<BetfairAuth>, Reply),
     Stop,
     Crash(String),
 }
@@ -131,13 +132,13 @@ impl StreamHandle {
 
     /// Sends a text message (WebSocket) or line.
     pub async fn send_text(&self, text: impl Into<String>) -> Result<(), CommandError> {
-        let text = text.into();
+        let text = text.into().into_boxed_str();
         self.call(|r| Command::SendText(text, r)).await
     }
 
     /// Sends a binary message (WebSocket streams).
     pub async fn send_binary(&self, data: impl Into<Vec<u8>>) -> Result<(), CommandError> {
-        let data = data.into();
+        let data = data.into().into_boxed_slice();
         self.call(|r| Command::SendBinary(data, r)).await
     }
 
@@ -150,8 +151,7 @@ impl StreamHandle {
     ) -> Result<Response, CommandError> {
         let (tx, rx) = oneshot::channel();
         let cmd = Command::Request {
-            method: method.to_owned(),
-            params: params_json.map(str::to_owned),
+            call: Box::new((method.to_owned(), params_json.map(str::to_owned))),
             reply: tx,
         };
         self.commands.send(cmd).map_err(|_| CommandError::Ended)?;
@@ -204,7 +204,8 @@ impl StreamHandle {
     /// Replaces the Betfair credentials for the logins to come (a renewed session token):
     /// see [`Stream::set_betfair_auth`](feedwire_core::Stream::set_betfair_auth).
     pub async fn set_betfair_auth(&self, auth: BetfairAuth) -> Result<(), CommandError> {
-        self.call(|r| Command::SetBetfairAuth(auth, r)).await
+        self.call(|r| Command::SetBetfairAuth(Box::new(auth), r))
+            .await
     }
 
     /// Graceful stop: Close frame on the wire at once, then wait for the peer (close

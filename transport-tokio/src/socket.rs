@@ -141,28 +141,34 @@ impl Socket {
         Ok(())
     }
 
-    /// Reads into `buf` once the socket is readable (registered again if it was parked):
-    /// `Pending` holds the task's waker. A read that filled less than `buf` (or found
-    /// nothing) clears the socket's readiness: new bytes raise a new event, so no read is made
-    /// only to find the socket empty.
+    /// Reads into the buffer `buf` gives once the socket is readable (registered again if it
+    /// was parked): `Pending` holds the task's waker. `buf` is called only when readiness says
+    /// there is something to read, at most once: a quiet stream's read buffer was given back
+    /// (`release_read_memory`), and asking for it would allocate one again just to find
+    /// nothing. A read that filled less than the buffer (or found nothing) clears the
+    /// socket's readiness: new bytes raise a new event, so no read is made only to find the
+    /// socket empty.
     #[inline]
-    pub(crate) fn poll_read(
+    pub(crate) fn poll_read<'b>(
         &mut self,
         cx: &mut Context<'_>,
         sweep: &mut Sweep,
-        buf: &mut [u8],
+        buf: impl FnOnce() -> &'b mut [u8],
     ) -> Poll<io::Result<usize>> {
         let sock = self.registered(sweep)?;
         if !sweep.reads.is_enabled() {
-            // tokio's own read clears readiness after a short read.
-            let mut read_buf = ReadBuf::new(buf);
+            ready!(sock.poll_read_ready(cx))?;
+            // tokio's own read clears readiness after a short read (and waits again, the
+            // buffer kept, when readiness was stale).
+            let mut read_buf = ReadBuf::new(buf());
             ready!(Pin::new(sock).poll_read(cx, &mut read_buf))?;
             return Poll::Ready(Ok(read_buf.filled().len()));
         }
         let sock: &TcpStream = sock;
+        ready!(sock.poll_read_ready(cx))?;
+        let buf = buf();
         let offered = buf.len();
         loop {
-            ready!(sock.poll_read_ready(cx))?;
             if std::mem::take(&mut sweep.cleared) {
                 sweep.reads.readable();
             }
@@ -186,7 +192,8 @@ impl Socket {
                     if let Some(n) = short {
                         return Poll::Ready(Ok(n));
                     }
-                    // Nothing: readiness is cleared, so the next poll registers the waker.
+                    // Nothing: readiness is cleared, so this poll registers the waker.
+                    ready!(sock.poll_read_ready(cx))?;
                 }
                 Err(e) => return Poll::Ready(Err(e)),
             }
@@ -323,13 +330,16 @@ mod tests {
     /// Polls a read once, with a waker that does nothing.
     fn poll_once(sock: &mut Socket, sweep: &mut Sweep, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        sock.poll_read(&mut cx, sweep, buf)
+        sock.poll_read(&mut cx, sweep, move || buf)
     }
 
     /// Reads until one returns bytes (within 5 s; each `Pending` yields to the runtime so
     /// its driver sees new readiness).
     async fn read_some(sock: &mut Socket, sweep: &mut Sweep, buf: &mut [u8]) -> usize {
-        let wait = std::future::poll_fn(|cx| sock.poll_read(cx, sweep, buf));
+        let wait = std::future::poll_fn(|cx| {
+            let buf = &mut *buf;
+            sock.poll_read(cx, sweep, move || buf)
+        });
         tokio::time::timeout(std::time::Duration::from_secs(5), wait)
             .await
             .expect("bytes were written")
@@ -385,6 +395,52 @@ mod tests {
         // Back to non-blocking for tokio's own writes.
         sock.stop_sweeping(&mut sweep).unwrap();
         assert!(!sweep.is_enabled());
+    }
+
+    /// While nothing is readable no buffer is asked for (a quiet stream's was given back:
+    /// asking would allocate it again), sweeping or not; once bytes come, one is, once a read.
+    async fn asks_for_a_buffer_only_when_readable(sweeping: bool) {
+        let (mut sock, mut server) = pair();
+        let Socket::Registered(registered) = &sock else {
+            unreachable!()
+        };
+        let mut sweep = Sweep::new(registered, false);
+        assert_eq!(sweep.is_enabled(), sweeping);
+        let mut asked = 0;
+        let mut buf = [0u8; 16];
+        for _ in 0..3 {
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            let poll = sock.poll_read(&mut cx, &mut sweep, || {
+                asked += 1;
+                &mut buf[..]
+            });
+            assert!(poll.is_pending());
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(asked, 0, "nothing to read, no buffer");
+        server.write_all(b"abc").unwrap();
+        let wait = std::future::poll_fn(|cx| {
+            sock.poll_read(cx, &mut sweep, || {
+                asked += 1;
+                &mut buf[..]
+            })
+        });
+        let n = tokio::time::timeout(std::time::Duration::from_secs(5), wait)
+            .await
+            .expect("bytes were written")
+            .unwrap();
+        assert_eq!(&buf[..n], b"abc");
+        assert_eq!(asked, 1);
+    }
+
+    #[tokio::test]
+    async fn a_sweeping_socket_asks_for_a_buffer_only_when_readable() {
+        asks_for_a_buffer_only_when_readable(true).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_plain_socket_asks_for_a_buffer_only_when_readable() {
+        asks_for_a_buffer_only_when_readable(false).await;
     }
 
     /// On a multi-thread runtime another worker's driver may report readiness while the
