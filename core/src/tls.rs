@@ -272,6 +272,8 @@ impl TlsSession {
 
     /// Space for the next ciphertext read: 4 KiB at the session's first read and the first
     /// after a release, doubling while reads fill what they are offered, to at least 64 KiB.
+    /// Allocates the buffer when the session has none: ask once the socket is readable, not
+    /// before a wait (see [`Stream::read_buf`](crate::Stream::read_buf)).
     pub fn read_buf(&mut self) -> &mut [u8] {
         if self.start == self.end {
             self.start = 0;

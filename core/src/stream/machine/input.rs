@@ -16,7 +16,9 @@ impl Stream {
     /// Space for the next read from the connection; empty when there is none (the stream
     /// ended the connection in this very call and a `Disconnect` is waiting in
     /// [`poll_transport`](Self::poll_transport)): check [`is_connected`](Self::is_connected)
-    /// before reading.
+    /// before reading. Allocates a read block when the connection has none (its first read,
+    /// the first after a quiet release): an event loop asks once the socket is readable, not
+    /// before it waits, or a quiet stream holds a block again at once.
     pub fn read_buf(&mut self) -> &mut [u8] {
         match self.conn.as_mut() {
             Some(conn) => conn.read_buf(),
