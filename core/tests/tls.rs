@@ -443,6 +443,17 @@ struct Collect {
     read_size: usize,
 }
 
+impl Collect {
+    /// A sink that takes everything, offering reads of `size` bytes.
+    fn taking_reads_of(size: usize) -> Self {
+        Self {
+            accepting: true,
+            read_size: size,
+            ..Self::default()
+        }
+    }
+}
+
 impl PlaintextSink for Collect {
     fn read_buf(&mut self) -> &mut [u8] {
         // By default a small, odd read size: records are handed over in many pieces.
@@ -482,11 +493,7 @@ fn connected() -> (TlsSession, ServerConnection) {
     let (mut tls, mut server) = handshaken();
     let warm_up = text(128 * 1024);
     server.writer().write_all(&warm_up).unwrap();
-    let mut sink = Collect {
-        accepting: true,
-        read_size: 64 * 1024,
-        ..Collect::default()
-    };
+    let mut sink = Collect::taking_reads_of(64 * 1024);
     deliver(&mut tls, &server_output(&mut server), &mut sink).unwrap();
     assert!(sink.bytes == warm_up);
     assert!(tls.read_buf().len() >= 64 * 1024);
@@ -527,11 +534,7 @@ fn a_fresh_session_reads_from_a_page_up_in_one_allocation() {
     let burst = text(256 * 1024);
     server.writer().write_all(&burst).unwrap();
     let ciphertext = server_output(&mut server);
-    let mut sink = Collect {
-        accepting: true,
-        read_size: 64 * 1024,
-        ..Collect::default()
-    };
+    let mut sink = Collect::taking_reads_of(64 * 1024);
     let offers = offered_reads(&mut tls, &ciphertext, &mut sink, |tls| {
         assert_eq!(tls.buffer_capacity(), allocated, "reallocated");
     });
@@ -758,11 +761,7 @@ fn full_records_of_one_socket_read_reach_the_sink_as_one_read() {
     let sent = text(8 * 16 * 1024);
     server.writer().write_all(&sent).unwrap();
     let ciphertext = server_output(&mut server);
-    let mut sink = Collect {
-        accepting: true,
-        read_size: 64 * 1024,
-        ..Collect::default()
-    };
+    let mut sink = Collect::taking_reads_of(64 * 1024);
     deliver(&mut tls, &ciphertext, &mut sink).unwrap();
     assert_eq!(sink.bytes, sent);
     // The sink's reads are 64 KiB: 80 KiB of plaintext make two, 48 KiB one — not one per
