@@ -35,7 +35,11 @@ fn run(data: &[u8], chunk: usize) -> (Vec<Event>, Sent) {
         sent.extend_from_slice(&c);
     }
     let frames = decode_client_frames(&sent);
-    let last_pong = frames.iter().rev().find(|f| f.1 == 0xA).map(|f| f.2.clone());
+    let last_pong = frames
+        .iter()
+        .rev()
+        .find(|f| f.1 == 0xA)
+        .map(|f| f.2.clone());
     let others = frames.into_iter().filter(|f| f.1 != 0xA).collect();
     (events, (others, last_pong))
 }

@@ -7,7 +7,9 @@ use feedwire_core::RouteRules;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &[u8]| {
-    let [scan, stop, rest @ ..] = input else { return };
+    let [scan, stop, rest @ ..] = input else {
+        return;
+    };
     for rules in [
         RouteRules::binance_stream(),
         RouteRules::binance_ws_api(),

@@ -14,19 +14,36 @@ use feedwire_core::{limit_vector_width, VectorWidth};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &[u8]| {
-    let [pad, split, shift, text @ ..] = input else { return };
+    let [pad, split, shift, text @ ..] = input else {
+        return;
+    };
     let shift = usize::from(*shift % 64);
     let mut buffer = vec![b'a'; shift + usize::from(*pad) * 32];
     buffer.extend_from_slice(text);
     let message = &buffer[shift..];
     let expect = std::str::from_utf8(message).is_ok();
     let split = message.len() * usize::from(*split) / 255;
-    for cap in [VectorWidth::Bits512, VectorWidth::Bits256, VectorWidth::Bits128] {
+    for cap in [
+        VectorWidth::Bits512,
+        VectorWidth::Bits256,
+        VectorWidth::Bits128,
+    ] {
         let width = limit_vector_width(cap);
-        assert_eq!(TextValidator::whole(message), expect, "whole message, {width:?}");
-        assert_eq!(TextValidator::whole_in_lane(message), expect, "in a lane, {width:?}");
+        assert_eq!(
+            TextValidator::whole(message),
+            expect,
+            "whole message, {width:?}"
+        );
+        assert_eq!(
+            TextValidator::whole_in_lane(message),
+            expect,
+            "in a lane, {width:?}"
+        );
         let mut stream = TextValidator::default();
         let streamed = stream.feed(&message[..split]) && stream.feed_last(&message[split..]);
-        assert_eq!(streamed, expect, "in two pieces split at {split}, {width:?}");
+        assert_eq!(
+            streamed, expect,
+            "in two pieces split at {split}, {width:?}"
+        );
     }
 });

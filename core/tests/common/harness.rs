@@ -113,7 +113,9 @@ impl Harness {
         self.feed(&server_frame(true, 1, text.as_bytes()));
     }
 
-    /// Moves virtual time forward by `d`, firing every deadline on the way in order.
+    /// Moves virtual time forward by `d`, firing every deadline on the way in order. Every
+    /// deadline a timeout leaves is later than it: one due again at once would have an
+    /// adapter's loop spin (here, the test would never end).
     pub fn advance(&mut self, d: Duration) {
         let end = self.now + d;
         loop {
@@ -122,6 +124,15 @@ impl Harness {
                     self.now = self.now.max(t);
                     self.s.handle_timeout(self.now);
                     self.pump();
+                    if let Some(next) = self.s.poll_timeout() {
+                        assert!(
+                            next > self.now,
+                            "a timeout at {:?} left a deadline {:?} not after it: {:?}",
+                            self.now,
+                            next,
+                            self.s.state()
+                        );
+                    }
                 }
                 _ => break,
             }
