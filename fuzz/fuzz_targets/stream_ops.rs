@@ -1,12 +1,14 @@
-//! The whole stream machine under any sequence of transport inputs, application commands and
-//! time, decoded from the input a few bytes an op: a Binance market stream, a Binance
-//! WebSocket API stream or a Betfair line stream, connected and dropped, answered or refused,
-//! fed frames, lines and raw bytes in reads of any size (queued or lent), stopped, crashed,
-//! left quiet. Checks: no panic; every deadline a timeout leaves is later than that timeout
-//! (one due again at once would spin an adapter's loop); one end event at most and nothing
-//! after it; after a stop, one data message at most (the one half received then); a stopped
-//! or crashed stream is terminal within its close timeout, then stays silent and never asks
-//! for a connection again, whatever comes.
+//! The whole stream machine under any sequence of transport inputs, application commands and time,
+//! decoded from the input a few bytes an op: a Binance market stream, a Binance WebSocket API
+//! stream or a Betfair line stream, under a connect budget or none, connected and dropped, answered
+//! or refused, fed frames, lines and raw bytes in reads of any size (queued or lent), stopped,
+//! crashed, left quiet for up to a day at a time. Checks: no panic; every deadline a timeout leaves
+//! is later than that timeout (one due again at once would spin an adapter's loop); a whole data
+//! message fed to an open market stream holding no partial message comes out once, unaltered,
+//! before its read returns (alone, or behind a ping, a pong, an answer or other data in the same
+//! bytes); one end event at most and nothing after it; after a stop, one data message at most (the
+//! one half received then); a stopped or crashed stream is terminal within its close timeout, then
+//! stays silent and never asks for a connection again, whatever comes.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -14,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use feedwire_core::testing::{accept_response, server_frame};
 use feedwire_core::{
-    BetfairAuth, BetfairSubscription, PlannedReconnect, Stream, StreamConfig, StreamEvent,
-    TransportCommand,
+    BetfairAuth, BetfairSubscription, ConnectBudget, PlannedReconnect, Stream, StreamConfig,
+    StreamEvent, StreamState, TransportCommand,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -76,6 +78,22 @@ struct Transport {
     /// What the stream wrote since the connection opened.
     sent: Vec<u8>,
     now: Instant,
+    /// Since the connection was made, only whole frames were fed: none of the peer's bytes
+    /// is part of a message still in progress.
+    whole_frames: bool,
+    /// Market data messages made unique so far.
+    serial: u64,
+}
+
+/// The stream's profile.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// Binance market streams over WebSocket.
+    Market,
+    /// The Binance WebSocket API.
+    Api,
+    /// Betfair lines.
+    Lines,
 }
 
 /// Everything the stream reported, checked as it comes.
@@ -85,6 +103,11 @@ struct Seen {
     stopped: bool,
     crashed: bool,
     data_after_stop: usize,
+    /// The last data message delivered (queued or lent).
+    last_data: Vec<u8>,
+    /// A message to count deliveries of, and their count.
+    watched: Vec<u8>,
+    watched_hits: usize,
 }
 
 impl Seen {
@@ -92,13 +115,22 @@ impl Seen {
         assert!(!self.ended, "an event after the stream's end: {event:?}");
         match event {
             StreamEvent::Closed { .. } | StreamEvent::Crashed(_) => self.ended = true,
-            StreamEvent::Data { .. } => self.data(),
+            StreamEvent::Data { payload, .. } => self.data(payload),
             _ => {}
         }
     }
 
-    fn data(&mut self) {
+    fn watch(&mut self, payload: Option<&[u8]>) {
+        self.watched.clear();
+        self.watched.extend_from_slice(payload.unwrap_or_default());
+        self.watched_hits = 0;
+    }
+
+    fn data(&mut self, payload: &[u8]) {
         assert!(!self.ended, "data after the stream's end");
+        self.watched_hits += usize::from(!self.watched.is_empty() && payload == self.watched);
+        self.last_data.clear();
+        self.last_data.extend_from_slice(payload);
         if self.stopped {
             self.data_after_stop += 1;
             assert!(self.data_after_stop <= 1, "data messages after the stop");
@@ -139,7 +171,7 @@ fn feed(s: &mut Stream, t: &mut Transport, seen: &mut Seen, mut bytes: &[u8]) {
         let n = buf.len().min(bytes.len()).min(t.read_cap);
         buf[..n].copy_from_slice(&bytes[..n]);
         if t.lend {
-            s.handle_read_with(n, t.now, |_| seen.data());
+            s.handle_read_with(n, t.now, |d| seen.data(d.payload));
         } else {
             s.handle_read(n, t.now);
         }
@@ -162,9 +194,13 @@ fn advance(s: &mut Stream, t: &mut Transport, seen: &mut Seen, d: Duration) {
     t.now = end;
 }
 
-const STEPS_MS: [u64; 8] = [0, 1, 7, 100, 999, 3_000, 15_000, 61_000];
+/// Steps of time an op moves by (ms): up to a day, past a connection's planned lifetime. The
+/// long ones are rare: a day of a stream whose connects go unanswered is 5,340 timeouts.
+const STEPS_MS: [u64; 16] = [
+    0, 0, 1, 1, 7, 30, 100, 250, 999, 1_000, 3_000, 5_000, 15_000, 61_000, 3_600_000, 86_400_000,
+];
 
-fn apply(s: &mut Stream, t: &mut Transport, seen: &mut Seen, ops: &mut Ops<'_>, lines: bool) {
+fn apply(s: &mut Stream, t: &mut Transport, seen: &mut Seen, ops: &mut Ops<'_>, kind: Kind) {
     let now = t.now;
     match ops.byte() % 20 {
         0 | 1 => {
@@ -174,10 +210,11 @@ fn apply(s: &mut Stream, t: &mut Transport, seen: &mut Seen, ops: &mut Ops<'_>, 
                     s.handle_connect_failed("refused", now);
                 } else {
                     t.sent.clear();
+                    t.whole_frames = true;
                     s.handle_connected(now);
                     pump(s, t, seen);
                     let request = std::mem::take(&mut t.sent);
-                    if !lines && request.starts_with(b"GET ") {
+                    if kind != Kind::Lines && request.starts_with(b"GET ") {
                         match how % 5 {
                             0 | 1 => feed(s, t, seen, &accept_response(&request)),
                             2 => feed(
@@ -202,12 +239,49 @@ fn apply(s: &mut Stream, t: &mut Transport, seen: &mut Seen, ops: &mut Ops<'_>, 
                 9 | 10 => vec![id; usize::from(pick % 4)],
                 _ => json(pick, id).into_bytes(),
             };
-            feed(
-                s,
-                t,
-                seen,
-                &server_frame(head & 0x80 == 0, opcode, &payload),
-            );
+            let fin = head & 0x80 == 0;
+            let mut bytes = server_frame(fin, opcode, &payload);
+            // Whether the frame leaves the stream as it was: open, between messages.
+            let harmless = fin
+                && (matches!(opcode, 9 | 10) || opcode == 1 && matches!(pick % 12, 0 | 1 | 3 | 11));
+            // The message checked below: a market data message of its own (a number no
+            // other carries), behind a harmless frame in the same bytes (as a read of several
+            // messages holds them), or this frame if it is data.
+            let watched = if head & 0x40 != 0 && harmless {
+                t.serial += 1;
+                let data = format!(
+                    r#"{{"stream":"btcusdt@aggTrade","data":{{"e":"aggTrade","a":{}}}}}"#,
+                    t.serial
+                );
+                bytes.extend_from_slice(&server_frame(true, 1, data.as_bytes()));
+                Some(data.into_bytes())
+            } else {
+                (harmless && opcode == 1 && matches!(pick % 12, 0 | 11)).then(|| payload.clone())
+            };
+            // The last data message of whole frames fed into an open market stream holding
+            // no partial message comes out once, as it went in, before the read returns:
+            // never lost, never held back, never doubled. (Earlier ones may be the same
+            // bytes; the last one is the last delivered.)
+            let watched = watched.filter(|_| {
+                kind == Kind::Market
+                    && t.whole_frames
+                    && !seen.stopped
+                    && matches!(s.state(), StreamState::Open)
+            });
+            t.whole_frames &= fin && matches!(opcode, 1 | 2 | 9 | 10);
+            seen.watch(watched.as_deref());
+            feed(s, t, seen, &bytes);
+            if let Some(data) = watched {
+                assert_eq!(
+                    seen.watched_hits, 1,
+                    "a whole data message not delivered once"
+                );
+                assert_eq!(
+                    seen.last_data, data,
+                    "data delivered after the last message"
+                );
+                seen.watch(None);
+            }
         }
         5 | 6 => {
             let (pick, id) = (ops.byte(), ops.byte());
@@ -216,15 +290,16 @@ fn apply(s: &mut Stream, t: &mut Transport, seen: &mut Seen, ops: &mut Ops<'_>, 
         7 => {
             let n = usize::from(ops.byte() % 64);
             let raw = ops.bytes(n).to_vec();
+            t.whole_frames &= raw.is_empty();
             feed(s, t, seen, &raw);
         }
         8 | 9 => {
-            let step = STEPS_MS[usize::from(ops.byte() % 8)];
+            let step = STEPS_MS[usize::from(ops.byte()) % STEPS_MS.len()];
             advance(s, t, seen, Duration::from_millis(step));
         }
         10 => {
             let n = ops.byte();
-            if lines {
+            if kind == Kind::Lines {
                 let sub = BetfairSubscription {
                     filter_json: "{}".into(),
                     data_filter_json: None,
@@ -291,14 +366,15 @@ fuzz_target!(|input: &[u8]| {
     let mut ops = Ops(input);
     let setup = ops.byte();
     let url_tls = setup & 0x10 != 0;
-    let mut config = match setup % 3 {
-        0 => StreamConfig::binance_stream(if url_tls {
+    let kind = [Kind::Market, Kind::Api, Kind::Lines][usize::from(setup % 3)];
+    let mut config = match kind {
+        Kind::Market => StreamConfig::binance_stream(if url_tls {
             "wss://127.0.0.1:1/stream"
         } else {
             "ws://127.0.0.1:1/stream"
         }),
-        1 => StreamConfig::binance_ws_api("ws://127.0.0.1:1/ws-api/v3"),
-        _ => {
+        Kind::Api => StreamConfig::binance_ws_api("ws://127.0.0.1:1/ws-api/v3"),
+        Kind::Lines => {
             let auth = BetfairAuth {
                 app_key: "k".into(),
                 session: "s".into(),
@@ -306,11 +382,15 @@ fuzz_target!(|input: &[u8]| {
             StreamConfig::betfair("tcp://127.0.0.1:1", auth)
         }
     };
-    let lines = setup % 3 == 2;
     if setup & 0x20 != 0 {
         config.reconnect.planned = PlannedReconnect::Advise {
             grace: Duration::from_millis(5),
         };
+    }
+    if setup & 0x08 != 0 {
+        // Two connects in 10 s: the rest wait their turn on a timer of their own.
+        let budget = ConnectBudget::new(2, Duration::from_secs(10)).expect("valid budget");
+        config.connect_budget = Some(budget);
     }
     if setup & 0x40 != 0 {
         config.ws.max_message_size = 256;
@@ -325,12 +405,14 @@ fuzz_target!(|input: &[u8]| {
         lend: setup & 0x80 != 0,
         sent: Vec::new(),
         now: start,
+        whole_frames: false,
+        serial: 0,
     };
     let mut seen = Seen::default();
     pump(&mut s, &mut t, &mut seen);
     let mut applied = 0;
     while !ops.0.is_empty() && applied < 400 {
-        apply(&mut s, &mut t, &mut seen, &mut ops, lines);
+        apply(&mut s, &mut t, &mut seen, &mut ops, kind);
         applied += 1;
     }
     if seen.stopped || seen.crashed {
@@ -351,7 +433,7 @@ fuzz_target!(|input: &[u8]| {
             if again.0.is_empty() {
                 break;
             }
-            apply(&mut s, &mut t, &mut seen, &mut again, lines);
+            apply(&mut s, &mut t, &mut seen, &mut again, kind);
         }
         advance(&mut s, &mut t, &mut seen, Duration::from_secs(60));
         assert!(s.state().is_terminal());
