@@ -4,11 +4,12 @@
 //! or refused, fed frames, lines and raw bytes in reads of any size (queued or lent), stopped,
 //! crashed, left quiet for up to a day at a time. Checks: no panic; every deadline a timeout leaves
 //! is later than that timeout (one due again at once would spin an adapter's loop); a whole data
-//! message fed to an open market stream holding no partial message comes out once, unaltered,
-//! before its read returns (alone, or behind a ping, a pong, an answer or other data in the same
-//! bytes); one end event at most and nothing after it; after a stop, one data message at most (the
-//! one half received then); a stopped or crashed stream is terminal within its close timeout, then
-//! stays silent and never asks for a connection again, whatever comes.
+//! message (or line) fed to an open stream holding no partial message comes out once, unaltered, by
+//! the read that completed it (alone, or before or behind a ping, a pong, an answer, a status or
+//! other data in the same bytes); one end event at most and nothing after it; after a stop, one
+//! data message at most (the one half received then); a stopped or crashed stream is terminal
+//! within its close timeout, then stays silent and never asks for a connection again, whatever
+//! comes.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -78,9 +79,9 @@ struct Transport {
     /// What the stream wrote since the connection opened.
     sent: Vec<u8>,
     now: Instant,
-    /// Since the connection was made, only whole frames were fed: none of the peer's bytes
-    /// is part of a message still in progress.
-    whole_frames: bool,
+    /// Since the connection was made, only whole messages in the stream's own framing were
+    /// fed (frames, or lines): none of the peer's bytes is part of a message in progress.
+    whole_input: bool,
     /// Market data messages made unique so far.
     serial: u64,
 }
@@ -103,8 +104,6 @@ struct Seen {
     stopped: bool,
     crashed: bool,
     data_after_stop: usize,
-    /// The last data message delivered (queued or lent).
-    last_data: Vec<u8>,
     /// A message to count deliveries of, and their count.
     watched: Vec<u8>,
     watched_hits: usize,
@@ -129,8 +128,6 @@ impl Seen {
     fn data(&mut self, payload: &[u8]) {
         assert!(!self.ended, "data after the stream's end");
         self.watched_hits += usize::from(!self.watched.is_empty() && payload == self.watched);
-        self.last_data.clear();
-        self.last_data.extend_from_slice(payload);
         if self.stopped {
             self.data_after_stop += 1;
             assert!(self.data_after_stop <= 1, "data messages after the stop");
@@ -165,18 +162,48 @@ fn pump(s: &mut Stream, t: &mut Transport, seen: &mut Seen) {
     }
 }
 
-fn feed(s: &mut Stream, t: &mut Transport, seen: &mut Seen, mut bytes: &[u8]) {
-    while !bytes.is_empty() && s.is_connected() {
+fn feed(s: &mut Stream, t: &mut Transport, seen: &mut Seen, bytes: &[u8]) {
+    feed_watching(s, t, seen, bytes, None);
+}
+
+/// [`feed`], and if `watched` is `Some((payload, end))`: the data message `payload`, whose
+/// bytes end at `end` of `bytes`, is delivered exactly once by the read that completes it
+/// (lent during it, or queued by the time it returns) — not at a later read, as a framer that
+/// waits for a read to end on a boundary would — and not again.
+fn feed_watching(
+    s: &mut Stream,
+    t: &mut Transport,
+    seen: &mut Seen,
+    bytes: &[u8],
+    watched: Option<(&[u8], usize)>,
+) {
+    seen.watch(watched.map(|(payload, _)| payload));
+    let end = watched.map_or(usize::MAX, |(_, end)| end);
+    let mut fed = 0;
+    while fed < bytes.len() && s.is_connected() {
         let buf = s.read_buf();
-        let n = buf.len().min(bytes.len()).min(t.read_cap);
-        buf[..n].copy_from_slice(&bytes[..n]);
+        let n = buf.len().min(bytes.len() - fed).min(t.read_cap);
+        buf[..n].copy_from_slice(&bytes[fed..fed + n]);
         if t.lend {
             s.handle_read_with(n, t.now, |d| seen.data(d.payload));
         } else {
             s.handle_read(n, t.now);
         }
-        bytes = &bytes[n..];
+        fed += n;
         pump(s, t, seen);
+        if fed >= end {
+            assert_eq!(
+                seen.watched_hits, 1,
+                "a whole data message not delivered once by the read that completed it"
+            );
+        }
+    }
+    if watched.is_some() {
+        assert_eq!(
+            seen.watched_hits, 1,
+            "a whole data message not delivered once"
+        );
+        seen.watch(None);
     }
 }
 
@@ -210,7 +237,7 @@ fn apply(s: &mut Stream, t: &mut Transport, seen: &mut Seen, ops: &mut Ops<'_>, 
                     s.handle_connect_failed("refused", now);
                 } else {
                     t.sent.clear();
-                    t.whole_frames = true;
+                    t.whole_input = true;
                     s.handle_connected(now);
                     pump(s, t, seen);
                     let request = std::mem::take(&mut t.sent);
@@ -240,57 +267,75 @@ fn apply(s: &mut Stream, t: &mut Transport, seen: &mut Seen, ops: &mut Ops<'_>, 
                 _ => json(pick, id).into_bytes(),
             };
             let fin = head & 0x80 == 0;
-            let mut bytes = server_frame(fin, opcode, &payload);
+            let frame = server_frame(fin, opcode, &payload);
             // Whether the frame leaves the stream as it was: open, between messages.
             let harmless = fin
                 && (matches!(opcode, 9 | 10) || opcode == 1 && matches!(pick % 12, 0 | 1 | 3 | 11));
-            // The message checked below: a market data message of its own (a number no
-            // other carries), behind a harmless frame in the same bytes (as a read of several
-            // messages holds them), or this frame if it is data.
-            let watched = if head & 0x40 != 0 && harmless {
+            // The message checked: a market data message of its own (a number no other
+            // carries) before or behind a harmless frame in the same bytes (as a read of
+            // several messages holds them), or this frame if it is data.
+            let (bytes, watched) = if head & 0x40 != 0 && harmless {
                 t.serial += 1;
                 let data = format!(
                     r#"{{"stream":"btcusdt@aggTrade","data":{{"e":"aggTrade","a":{}}}}}"#,
                     t.serial
                 );
-                bytes.extend_from_slice(&server_frame(true, 1, data.as_bytes()));
-                Some(data.into_bytes())
+                let own = server_frame(true, 1, data.as_bytes());
+                if head & 0x20 != 0 {
+                    let end = own.len();
+                    ([own, frame].concat(), Some((data.into_bytes(), end)))
+                } else {
+                    let end = frame.len() + own.len();
+                    ([frame, own].concat(), Some((data.into_bytes(), end)))
+                }
             } else {
-                (harmless && opcode == 1 && matches!(pick % 12, 0 | 11)).then(|| payload.clone())
+                let data = harmless && opcode == 1 && matches!(pick % 12, 0 | 11);
+                let watched = data.then(|| (payload.clone(), frame.len()));
+                (frame, watched)
             };
-            // The last data message of whole frames fed into an open market stream holding
-            // no partial message comes out once, as it went in, before the read returns:
-            // never lost, never held back, never doubled. (Earlier ones may be the same
-            // bytes; the last one is the last delivered.)
+            // Checked where it must hold: an open market stream holding no partial message.
             let watched = watched.filter(|_| {
                 kind == Kind::Market
-                    && t.whole_frames
+                    && t.whole_input
                     && !seen.stopped
                     && matches!(s.state(), StreamState::Open)
             });
-            t.whole_frames &= fin && matches!(opcode, 1 | 2 | 9 | 10);
-            seen.watch(watched.as_deref());
-            feed(s, t, seen, &bytes);
-            if let Some(data) = watched {
-                assert_eq!(
-                    seen.watched_hits, 1,
-                    "a whole data message not delivered once"
-                );
-                assert_eq!(
-                    seen.last_data, data,
-                    "data delivered after the last message"
-                );
-                seen.watch(None);
-            }
+            t.whole_input &= kind != Kind::Lines && fin && matches!(opcode, 1 | 2 | 9 | 10);
+            let watched = watched.as_ref().map(|(p, end)| (p.as_slice(), *end));
+            feed_watching(s, t, seen, &bytes, watched);
         }
         5 | 6 => {
             let (pick, id) = (ops.byte(), ops.byte());
-            feed(s, t, seen, format!("{}\r\n", json(pick, id)).as_bytes());
+            let line = format!("{}\r\n", json(pick, id)).into_bytes();
+            // As for frames: a market change line of its own, before or behind a harmless
+            // line (a status, a market change, a heartbeat), checked the same way.
+            let harmless = matches!(pick % 12, 6 | 8 | 9);
+            let (bytes, watched) = if kind == Kind::Lines && pick & 0x80 != 0 && harmless {
+                t.serial += 1;
+                let n = t.serial;
+                let data = format!(r#"{{"op":"mcm","id":2,"clk":"AA{n}","pt":{n},"mc":[]}}"#);
+                let own = format!("{data}\r\n").into_bytes();
+                if pick & 0x40 != 0 {
+                    let end = own.len();
+                    ([own, line].concat(), Some((data.into_bytes(), end)))
+                } else {
+                    let end = line.len() + own.len();
+                    ([line, own].concat(), Some((data.into_bytes(), end)))
+                }
+            } else {
+                (line, None)
+            };
+            let watched = watched.filter(|_| {
+                t.whole_input && !seen.stopped && matches!(s.state(), StreamState::Open)
+            });
+            t.whole_input &= kind == Kind::Lines;
+            let watched = watched.as_ref().map(|(p, end)| (p.as_slice(), *end));
+            feed_watching(s, t, seen, &bytes, watched);
         }
         7 => {
             let n = usize::from(ops.byte() % 64);
             let raw = ops.bytes(n).to_vec();
-            t.whole_frames &= raw.is_empty();
+            t.whole_input &= raw.is_empty();
             feed(s, t, seen, &raw);
         }
         8 | 9 => {
@@ -405,7 +450,7 @@ fuzz_target!(|input: &[u8]| {
         lend: setup & 0x80 != 0,
         sent: Vec::new(),
         now: start,
-        whole_frames: false,
+        whole_input: false,
         serial: 0,
     };
     let mut seen = Seen::default();
