@@ -221,6 +221,24 @@ fn advance(s: &mut Stream, t: &mut Transport, seen: &mut Seen, d: Duration) {
     t.now = end;
 }
 
+/// A message and a data message of its own (`own`, `data` in its framing) in one buffer, the
+/// own one first if `own_first`: the bytes, and the data with where its bytes end in them.
+fn beside(
+    message: Vec<u8>,
+    own: Vec<u8>,
+    data: String,
+    own_first: bool,
+) -> (Vec<u8>, Option<(Vec<u8>, usize)>) {
+    let (bytes, end) = if own_first {
+        let end = own.len();
+        ([own, message].concat(), end)
+    } else {
+        let end = message.len() + own.len();
+        ([message, own].concat(), end)
+    };
+    (bytes, Some((data.into_bytes(), end)))
+}
+
 /// Steps of time an op moves by (ms): up to a day, past a connection's planned lifetime. The
 /// long ones are rare: a day of a stream whose connects go unanswered is 5,340 timeouts.
 const STEPS_MS: [u64; 16] = [
@@ -281,13 +299,7 @@ fn apply(s: &mut Stream, t: &mut Transport, seen: &mut Seen, ops: &mut Ops<'_>, 
                     t.serial
                 );
                 let own = server_frame(true, 1, data.as_bytes());
-                if head & 0x20 != 0 {
-                    let end = own.len();
-                    ([own, frame].concat(), Some((data.into_bytes(), end)))
-                } else {
-                    let end = frame.len() + own.len();
-                    ([frame, own].concat(), Some((data.into_bytes(), end)))
-                }
+                beside(frame, own, data, head & 0x20 != 0)
             } else {
                 let data = harmless && opcode == 1 && matches!(pick % 12, 0 | 11);
                 let watched = data.then(|| (payload.clone(), frame.len()));
@@ -315,13 +327,7 @@ fn apply(s: &mut Stream, t: &mut Transport, seen: &mut Seen, ops: &mut Ops<'_>, 
                 let n = t.serial;
                 let data = format!(r#"{{"op":"mcm","id":2,"clk":"AA{n}","pt":{n},"mc":[]}}"#);
                 let own = format!("{data}\r\n").into_bytes();
-                if pick & 0x40 != 0 {
-                    let end = own.len();
-                    ([own, line].concat(), Some((data.into_bytes(), end)))
-                } else {
-                    let end = line.len() + own.len();
-                    ([line, own].concat(), Some((data.into_bytes(), end)))
-                }
+                beside(line, own, data, pick & 0x40 != 0)
             } else {
                 (line, None)
             };
