@@ -191,3 +191,14 @@ fn uuid_ids_are_v4_and_matched_as_strings() {
         }
     ));
 }
+
+/// Every stream holds a router: routers built from equal rules, each from a configuration of
+/// its own, share one compiled classifier (a thousand Binance streams, one copy of the tables).
+#[test]
+fn routers_of_equal_rules_share_their_compiled_classifier() {
+    let a: Router<()> = Router::new(RouterConfig::binance_stream(), SEED);
+    let b: Router<()> = Router::new(RouterConfig::binance_stream(), [6; 32]);
+    let api: Router<()> = Router::new(RouterConfig::binance_ws_api(), SEED);
+    assert!(a.classifier().shares_tables_with(b.classifier()));
+    assert!(!a.classifier().shares_tables_with(api.classifier()));
+}

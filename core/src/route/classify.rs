@@ -3,6 +3,7 @@
 //! head does not hold it (see [`Classifier::classify`]).
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -11,6 +12,7 @@ use super::head_shape::{Fitted, HeadShapes, KeyRoles};
 use super::rules::{Condition, RouteRules, MAX_EXTRACT_KEYS};
 
 mod lead_key;
+mod shared;
 use lead_key::Leads;
 
 /// A response's id, as the message carries it.
@@ -65,6 +67,10 @@ pub fn classify(payload: &Bytes, rules: &RouteRules) -> Class {
 /// most `scan_len` bytes instead of a byte-by-byte walk through nested values. Rules that
 /// extract fields from every message (Betfair) always scan — on a stream's fast path along
 /// the shapes of its last heads (`HeadShapes`), walking in full only heads of a new shape.
+///
+/// Cloning is cheap and shares the compiled tables (reference counts): they never change once
+/// compiled. A stream's router takes its classifier from [`Classifier::shared`], so streams
+/// whose rules are equal hold one copy of them.
 #[derive(Debug, Clone)]
 pub struct Classifier {
     /// [`RouteRules::scan_len`]. The rules themselves are not kept: every stream holds a
@@ -72,12 +78,16 @@ pub struct Classifier {
     scan_len: usize,
     /// [`RouteRules::stop_at_composite`].
     stop_at_composite: bool,
-    needles: Vec<memchr::memmem::Finder<'static>>,
-    first_keys: Vec<FirstKey>,
+    needles: Arc<[memchr::memmem::Finder<'static>]>,
+    /// An `Arc<[_]>`, not a `Vec` behind the `Arc`: the length is read inline, as a
+    /// `Vec`'s is, on nearly every message's path.
+    first_keys: Arc<[FirstKey]>,
     /// The first two of `first_keys`, as the decoder's loop checks them inline.
     leads: Leads,
-    first_key_checks: Vec<FirstKeyCheck>,
-    compiled: Compiled,
+    first_key_checks: Arc<[FirstKeyCheck]>,
+    /// Behind one pointer more than the fields above: only the scan of a head no first key
+    /// or prefilter settled, and learning a head's shape, read it.
+    compiled: Arc<Compiled>,
     /// No first keys and no prefilter: a message is judged by the head shapes alone.
     by_shape_alone: bool,
 }
@@ -444,11 +454,22 @@ impl Classifier {
             scan_len: rules.scan_len,
             stop_at_composite: rules.stop_at_composite,
             by_shape_alone: needles.is_empty() && first_keys.is_empty(),
-            needles,
-            first_keys,
-            first_key_checks,
-            compiled,
+            needles: needles.into(),
+            first_keys: first_keys.into(),
+            first_key_checks: first_key_checks.into(),
+            compiled: Arc::new(compiled),
         }
+    }
+
+    /// Whether `self` and `other` share their compiled tables (one was cloned from the other,
+    /// or both came from [`Classifier::shared`] with equal rules).
+    pub fn shares_tables_with(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.compiled, &other.compiled)
+    }
+
+    /// Clones of this classifier alive, itself included: every clone holds each table once.
+    fn holders(&self) -> usize {
+        Arc::strong_count(&self.compiled)
     }
 
     /// Classifies `payload` by its first `scan_len` bytes. Only a response's id may come from

@@ -181,7 +181,7 @@ impl<T> Router<T> {
             },
             request_timeout: config.request_timeout,
             max_pending: config.max_pending,
-            classifier: Classifier::new(config.rules),
+            classifier: Classifier::shared(config.rules),
             pending: PendingRequests::new(config.max_pending),
             timed_out: VecDeque::new(),
         }

@@ -3,7 +3,7 @@
 //! the Binance WebSocket API and the Betfair Exchange Stream API.
 
 /// A test on one top-level key of the head.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Condition {
     /// The key is present (its value may run past the head).
     HasKey(String),
@@ -85,7 +85,7 @@ pub const MAX_EXTRACT_KEYS: usize = 3;
 /// off the data path: a response whose head holds no complete `id_key` value is walked to
 /// its end for it, so that an answer listing many streams before its id still meets its
 /// request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RouteRules {
     /// Bytes of each message examined (default 256). Classification cost depends on this,
     /// never on the message size.
