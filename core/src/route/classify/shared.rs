@@ -1,17 +1,22 @@
 //! One compiled classifier for all the streams whose rules are equal.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex, PoisonError};
+use std::hash::{BuildHasherDefault, DefaultHasher};
+use std::sync::{Mutex, PoisonError};
 
 use super::Classifier;
 use crate::route::RouteRules;
 
 /// The classifiers compiled for streams, by the rules they were compiled from.
-static COMPILED: LazyLock<Mutex<Table>> = LazyLock::new(|| Mutex::new(Table::default()));
+static COMPILED: Mutex<Table> = Mutex::new(Table {
+    by_rules: HashMap::with_hasher(BuildHasherDefault::new()),
+    kept: 0,
+});
 
-#[derive(Default)]
 struct Table {
-    by_rules: HashMap<RouteRules, Classifier>,
+    /// Hashed with fixed keys: the keys are the application's own configurations, and the
+    /// core asks the system for nothing, randomness included (std's `RandomState` would).
+    by_rules: HashMap<RouteRules, Classifier, BuildHasherDefault<DefaultHasher>>,
     /// Entries kept by the last sweep: the next sweep comes once the table has doubled, so
     /// a lookup costs O(1) amortised however many sets of rules are in use.
     kept: usize,
