@@ -97,9 +97,9 @@ mod tests {
         let gone = rules(2_001);
         drop(Classifier::shared(gone.clone()));
         let held = Classifier::shared(rules(2_002));
-        assert!(in_table(&gone), "kept until a sweep");
-        // Enough other sets of rules to double the table: the sweep drops `gone` and keeps
-        // what is still held.
+        // Enough other sets of rules to double the table: a sweep drops `gone` and keeps what
+        // is still held. (Whether `gone` is still there before is not asserted: other tests,
+        // running beside this one, may have made the table sweep already.)
         let many: Vec<_> = (0..64)
             .map(|i| Classifier::shared(rules(3_000 + i)))
             .collect();
