@@ -11,6 +11,8 @@ use crate::route::RouteRules;
 static COMPILED: Mutex<Table> = Mutex::new(Table {
     by_rules: HashMap::with_hasher(BuildHasherDefault::new()),
     kept: 0,
+    #[cfg(test)]
+    sweeps: 0,
 });
 
 struct Table {
@@ -20,6 +22,8 @@ struct Table {
     /// Entries kept by the last sweep: the next sweep comes once the table has doubled, so
     /// a lookup costs O(1) amortised however many sets of rules are in use.
     kept: usize,
+    #[cfg(test)]
+    sweeps: usize,
 }
 
 impl Table {
@@ -27,6 +31,10 @@ impl Table {
     fn sweep(&mut self) {
         self.by_rules.retain(|_, c| c.holders() > 1);
         self.kept = self.by_rules.len();
+        #[cfg(test)]
+        {
+            self.sweeps += 1;
+        }
     }
 }
 
@@ -62,6 +70,13 @@ mod tests {
             scan_len: len,
             ..RouteRules::binance_stream()
         }
+    }
+
+    fn sweeps() -> usize {
+        COMPILED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .sweeps
     }
 
     fn in_table(rules: &RouteRules) -> bool {
@@ -110,5 +125,27 @@ mod tests {
         assert!(in_table(&rules(2_002)));
         assert!(held.shares_tables_with(&Classifier::shared(rules(2_002))));
         drop(many);
+    }
+
+    /// The table sweeps once it has doubled since the last sweep: a few sweeps for hundreds
+    /// of sets of rules in use (each sweep walks the whole table), and entries whose
+    /// classifiers were dropped are gone by the time the table has doubled again.
+    #[test]
+    fn the_table_sweeps_once_it_has_doubled() {
+        let before = sweeps();
+        let held: Vec<_> = (0..512)
+            .map(|i| Classifier::shared(rules(10_000 + i)))
+            .collect();
+        let swept = sweeps() - before;
+        assert!(
+            (1..=16).contains(&swept),
+            "{swept} sweeps for 512 sets of rules"
+        );
+        drop(held);
+        let _after: Vec<_> = (0..1_100)
+            .map(|i| Classifier::shared(rules(20_000 + i)))
+            .collect();
+        let left = (0..512).filter(|i| in_table(&rules(10_000 + i))).count();
+        assert_eq!(left, 0, "dropped classifiers still in the table");
     }
 }
