@@ -368,7 +368,8 @@ impl FirstKey {
 }
 
 impl Classifier {
-    /// Compiles `rules`.
+    /// Compiles `rules`, every call anew; [`Classifier::shared`] reuses a classifier compiled
+    /// for equal rules (what every stream's router does).
     pub fn new(rules: RouteRules) -> Self {
         let quoted = |k: &str| format!("\"{k}\"");
         let mut needles: Vec<String> = Vec::new();
