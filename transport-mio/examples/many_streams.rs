@@ -23,6 +23,11 @@ use feedwire_replay::{
     measure, root_store_of, serve_if_child, ChildServer, ReplayConfig, Scenario,
 };
 
+/// What `--help` prints (the options of the module's documentation).
+const USAGE: &str = "usage: many_streams [--idle N (10000)] [--active N (1000)] \
+[--count N messages an active stream (2000)] [--scenario NAME (small_aggtrade)] [--tls] \
+[--x25519 (with --tls)] [--shared (one event channel for the active streams)]";
+
 struct Options {
     idle: usize,
     active: usize,
@@ -57,6 +62,10 @@ fn options() -> Result<Options, String> {
             o.shared = true;
             continue;
         }
+        if flag == "--help" || flag == "-h" {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
         let number = || {
             value
@@ -71,7 +80,7 @@ fn options() -> Result<Options, String> {
                 o.scenario =
                     Scenario::from_name(&value).ok_or(format!("unknown scenario {value}"))?
             }
-            _ => return Err(format!("unknown option {flag}")),
+            _ => return Err(format!("unknown option {flag} (--help lists them)")),
         }
     }
     Ok(o)

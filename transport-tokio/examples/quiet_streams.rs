@@ -21,6 +21,10 @@ use feedwire_replay::{
 };
 use feedwire_tokio::{connect, TokioOptions};
 
+/// What `--help` prints (the options of the module's documentation).
+const USAGE: &str = "usage: quiet_streams [--streams N (500)] [--count N messages a stream (100)] \
+[--scenario NAME (xlarge_depth_diff)] [--tls] [--keep (no read-memory release)]";
+
 struct Options {
     streams: usize,
     count: usize,
@@ -42,6 +46,10 @@ fn options() -> Result<Options, String> {
         match flag.as_str() {
             "--tls" => o.tls = true,
             "--keep" => o.keep = true,
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
             _ => {
                 let value = args.next().ok_or(format!("{flag} needs a value"))?;
                 let number = || {
@@ -56,7 +64,7 @@ fn options() -> Result<Options, String> {
                         o.scenario = Scenario::from_name(&value)
                             .ok_or(format!("unknown scenario {value}"))?
                     }
-                    _ => return Err(format!("unknown option {flag}")),
+                    _ => return Err(format!("unknown option {flag} (--help lists them)")),
                 }
             }
         }
