@@ -29,6 +29,7 @@ mod inbound;
 mod input;
 mod lifecycle;
 mod line_plan;
+mod positions;
 
 /// [`StatsSnapshot::state`](super::stats::StatsSnapshot::state) codes of the two ends.
 const CLOSED_CODE: u8 = 5;
@@ -41,6 +42,16 @@ const STREAMS_PER_REQUEST: usize = 200;
 /// for: below it, setting the option (two or three system calls per frame) would cost about
 /// what the wake-ups it saves do.
 pub const LOW_WATER_MIN: usize = 64 * 1024;
+
+/// What only a Betfair stream keeps (464 bytes): boxed, so that the other streams, often
+/// held by the thousand, do not carry it.
+#[derive(Debug, Default)]
+struct BetfairFeeds {
+    /// The market and order subscriptions, indexed by [`Feed`].
+    subs: [Option<BetfairSubscription>; 2],
+    /// Their stream positions, indexed by [`Feed`].
+    clocks: [Clocks; 2],
+}
 
 /// The two Betfair feeds, as indexes into the per-feed arrays.
 #[derive(Debug, Clone, Copy)]
@@ -195,13 +206,12 @@ pub struct Stream {
     /// Binance streams the URL subscribes on every connection: on opening, those no longer
     /// in `streams` are unsubscribed and only the others in `streams` subscribed.
     url_streams: BTreeSet<String>,
-    /// Betfair market and order subscriptions, indexed by [`Feed`].
-    betfair_subs: [Option<BetfairSubscription>; 2],
+    /// A Betfair stream's subscriptions and their positions; `Some` exactly when the profile
+    /// is Betfair.
+    betfair: Option<Box<BetfairFeeds>>,
     /// The current Betfair connection's login was answered with success: subscriptions set
     /// before it wait for it (its answer sends them).
     logged_in: bool,
-    /// Their stream positions, indexed by [`Feed`].
-    clocks: [Clocks; 2],
     /// Shapes of recent data heads, so the fast path's head walk skips what they share.
     head_shapes: HeadShapes,
     outbox: VecDeque<Outgoing>,
@@ -247,6 +257,7 @@ impl Stream {
             rules: std::mem::replace(&mut config.router.rules, no_rules()),
             ..config.router
         };
+        let betfair = matches!(config.profile, Profile::Betfair(_)).then(Box::default);
         let mut s = Self {
             router: Router::new(router, router_seed),
             config,
@@ -275,9 +286,8 @@ impl Stream {
             partial_at_stop: false,
             streams: url_streams.clone(),
             url_streams,
-            betfair_subs: [None, None],
+            betfair,
             logged_in: false,
-            clocks: [Clocks::default(), Clocks::default()],
             head_shapes: HeadShapes::default(),
             outbox: VecDeque::new(),
             paced: VecDeque::new(),
@@ -444,8 +454,17 @@ impl Stream {
         }
     }
 
+    /// The positions of a Betfair stream's `feed`; `None` on other streams.
+    fn clocks_of(&self, feed: Feed) -> Option<&Clocks> {
+        self.betfair
+            .as_deref()
+            .map(|feeds| &feeds.clocks[feed as usize])
+    }
+
     fn betfair_subscriptions(&self) -> usize {
-        self.betfair_subs.iter().flatten().count()
+        self.betfair
+            .as_ref()
+            .map_or(0, |feeds| feeds.subs.iter().flatten().count())
     }
 
     fn state_code(&self) -> u8 {
@@ -506,5 +525,30 @@ impl Drop for Stream {
         }
         self.stats
             .publish_state(if panicking { CRASHED_CODE } else { CLOSED_CODE });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::Stream;
+    use crate::{BetfairAuth, StreamConfig};
+
+    /// Binance streams come by the thousand: the Betfair feeds' subscriptions and positions
+    /// are not part of theirs, inline or boxed.
+    #[test]
+    fn only_a_betfair_stream_holds_betfair_feeds() {
+        let now = Instant::now();
+        let binance = StreamConfig::binance_stream("wss://127.0.0.1:9443/ws/btcusdt@aggTrade");
+        let binance = Stream::new(binance, [7; 32], now).unwrap();
+        assert!(binance.betfair.is_none());
+        let auth = BetfairAuth {
+            app_key: "appkey".into(),
+            session: "token".into(),
+        };
+        let betfair = StreamConfig::betfair("tls://127.0.0.1:4443", auth);
+        let betfair = Stream::new(betfair, [7; 32], now).unwrap();
+        assert!(betfair.betfair.is_some());
     }
 }

@@ -296,8 +296,9 @@ impl Stream {
         now: Instant,
     ) -> Result<(), StreamError> {
         self.check_profile(matches!(self.config.profile, Profile::Betfair(_)))?;
-        self.clocks[feed as usize] = Clocks::default();
-        self.betfair_subs[feed as usize] = Some(sub.on_one_line());
+        let feeds = self.betfair.get_or_insert_with(Box::default);
+        feeds.clocks[feed as usize] = Clocks::default();
+        feeds.subs[feed as usize] = Some(sub.on_one_line());
         self.stats.set_subscriptions(self.betfair_subscriptions());
         self.first_data_spent = false;
         let sent = if matches!(self.state, StreamState::Open) && self.logged_in {
@@ -316,7 +317,10 @@ impl Stream {
         feed: Feed,
         now: Instant,
     ) -> Result<(), StreamError> {
-        if let Some(sub) = &self.betfair_subs[feed as usize] {
+        let Some(feeds) = self.betfair.as_deref() else {
+            return Ok(());
+        };
+        if let Some(sub) = &feeds.subs[feed as usize] {
             let (op, filter, kind) = match feed {
                 Feed::Markets => (
                     "marketSubscription",
@@ -329,9 +333,11 @@ impl Stream {
                     RequestKind::OrderSubscription,
                 ),
             };
-            let t = profile::betfair_subscription(op, filter, sub, &self.clocks[feed as usize]);
+            let t = profile::betfair_subscription(op, filter, sub, &feeds.clocks[feed as usize]);
             if let RequestId::Int(id) = self.send_request(kind, &t, now)? {
-                self.clocks[feed as usize].sent(id);
+                if let Some(feeds) = self.betfair.as_deref_mut() {
+                    feeds.clocks[feed as usize].sent(id);
+                }
             }
         }
         Ok(())

@@ -7,6 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::line_plan::LinePlan;
+use super::positions::Positions;
 use super::{Feed, Stream};
 use crate::offer::Offered;
 use crate::route::{ByShape, Classifier, Fitted, HeadShapes, RequestId, Routed, ShapeFit, Verdict};
@@ -71,7 +72,9 @@ impl Stream {
                     self.first_data_spent = false;
                     self.timers.stop(Timer::FirstData);
                 }
-                update_clocks(&mut self.clocks, &payload, &extracted);
+                if let Some(feeds) = self.betfair.as_deref_mut() {
+                    update_clocks(&mut feeds.clocks, &payload, &extracted);
+                }
                 self.events.push_back(StreamEvent::Data {
                     payload,
                     heartbeat,
@@ -137,11 +140,13 @@ impl Stream {
                 // Only a request that resumed from a position: one without, refused the same
                 // way, would be sent again at once without end.
                 (BetfairRefusal::UnknownPosition, Some(feed))
-                    if self.clocks[feed as usize].resumes() =>
+                    if self.clocks_of(feed).is_some_and(|c| c.resumes()) =>
                 {
                     let host = &self.endpoint.host;
                     tracing::warn!(%host, ?feed, "position refused: a new image");
-                    self.clocks[feed as usize] = Clocks::default();
+                    if let Some(feeds) = self.betfair.as_deref_mut() {
+                        feeds.clocks[feed as usize] = Clocks::default();
+                    }
                     // On this connection if the server keeps it, else on the next.
                     if let Err(error) = self.send_betfair_subscription(feed, now) {
                         let host = &self.endpoint.host;
@@ -232,7 +237,7 @@ impl Stream {
 }
 
 /// The fast path's judgement of a message on a stream that already had data: `Some(heartbeat)`
-/// for plain data (its Betfair clocks recorded), `None` for anything the general path must
+/// for plain data (its Betfair positions recorded), `None` for anything the general path must
 /// route (a response, a shutdown notice). `kind` is a constant where an engine offers (see
 /// [`Offered`]): a line is judged by the stream's learned head shapes inline (every Betfair
 /// line takes that road); a WebSocket text message whose first key settles nothing (rare on
@@ -241,7 +246,7 @@ impl Stream {
 pub(super) fn plain_data(
     classifier: &Classifier,
     shapes: &mut HeadShapes,
-    clocks: &mut [Clocks; 2],
+    positions: &mut impl Positions,
     payload: &[u8],
     kind: Offered,
 ) -> Option<bool> {
@@ -249,15 +254,15 @@ pub(super) fn plain_data(
         return Some(false);
     }
     if kind == Offered::Line && classifier.by_shape_alone() {
-        return plain_by_shape::<false>(classifier, shapes, clocks, payload);
+        return plain_by_shape::<false>(classifier, shapes, positions, payload);
     }
     if let Some(flags) = classifier.plain_by_first_key(payload) {
         return (!flags.shutdown).then_some(flags.heartbeat);
     }
     if kind == Offered::Line {
-        plain_by_shape::<true>(classifier, shapes, clocks, payload)
+        plain_by_shape::<true>(classifier, shapes, positions, payload)
     } else {
-        out_of_line(|| plain_by_shape::<true>(classifier, shapes, clocks, payload))
+        out_of_line(|| plain_by_shape::<true>(classifier, shapes, positions, payload))
     }
 }
 
@@ -275,7 +280,7 @@ fn out_of_line<R>(f: impl FnOnce() -> R) -> R {
 fn plain_by_shape<const PREFILTER: bool>(
     classifier: &Classifier,
     shapes: &mut HeadShapes,
-    clocks: &mut [Clocks; 2],
+    positions: &mut impl Positions,
     payload: &[u8],
 ) -> Option<bool> {
     let mut learned = None;
@@ -291,7 +296,7 @@ fn plain_by_shape<const PREFILTER: bool>(
                 None => first_plan(shapes.fitted_with_memo(slot), payload),
             };
             if !plan.is_general() {
-                return Some(plan.apply(clocks, payload));
+                return Some(plan.apply(positions, payload));
             }
             shapes.fitted_with_memo(slot).verdict
         }
@@ -306,7 +311,7 @@ fn plain_by_shape<const PREFILTER: bool>(
             if let [Some(op), initial, clk] = extracted {
                 let at = |range: &Option<Range<usize>>| range.clone().map(|r| (payload, r));
                 if let Some(feed) = payload.get(op.clone()).and_then(Feed::of_op) {
-                    clocks[feed as usize].update(payload, at(initial), at(clk));
+                    positions.update(feed, payload, at(initial), at(clk));
                 }
             }
             Some(*heartbeat)

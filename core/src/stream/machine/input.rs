@@ -1,15 +1,19 @@
 //! The transport's inputs: connected or not, bytes read, end of stream, deadlines.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::Bytes;
 
 use super::inbound::plain_data;
+use super::positions::{NoPositions, Positions};
 use super::Stream;
 use crate::offer::{Lent, Owned, TakeNothing};
+use crate::route::{Classifier, HeadShapes};
 use crate::stream::config::Profile;
 use crate::stream::connection::Connection;
 use crate::stream::event::{DataHandler, DataRef, EndReason, StreamEvent, StreamState};
+use crate::stream::stats::Stats;
 use crate::stream::timers::Timer;
 
 impl Stream {
@@ -110,29 +114,31 @@ impl Stream {
         // the general path in `drain_connection`, in order.
         if self.got_data {
             let classifier = self.router.classifier();
-            let (events, stats, clocks, shapes) = (
-                &mut self.events,
-                &mut self.stats,
-                &mut self.clocks,
-                &mut self.head_shapes,
-            );
-            conn.handle_read_offering(
-                n,
-                &mut Owned(|payload: Bytes, kind| {
-                    match plain_data(classifier, shapes, clocks, &payload, kind) {
-                        Some(heartbeat) => {
-                            stats.received(payload.len());
-                            events.push_back(StreamEvent::Data {
-                                payload,
-                                heartbeat,
-                                received: now,
-                            });
-                            None
-                        }
-                        None => Some(payload),
-                    }
-                }),
-            );
+            let (events, stats, shapes) =
+                (&mut self.events, &mut self.stats, &mut self.head_shapes);
+            // The loop compiled for this stream's kind: no test of it a message (`positions`).
+            match self.betfair.as_deref_mut() {
+                Some(feeds) => {
+                    queue_data(
+                        conn,
+                        n,
+                        now,
+                        PlainData::new(classifier, shapes, &mut feeds.clocks),
+                        events,
+                        stats,
+                    );
+                }
+                None => {
+                    queue_data(
+                        conn,
+                        n,
+                        now,
+                        PlainData::new(classifier, shapes, &mut NoPositions),
+                        events,
+                        stats,
+                    );
+                }
+            }
         } else {
             conn.handle_read_offering(n, &mut TakeNothing);
         }
@@ -147,12 +153,7 @@ impl Stream {
     /// [`poll_event`](Self::poll_event) sees every message in arrival order. Lending starts
     /// only with an empty event queue; the first data message of each connection is queued
     /// (it stops the first-data timer on the general path).
-    pub fn handle_read_with(
-        &mut self,
-        n: usize,
-        now: Instant,
-        mut on_data: impl FnMut(DataRef<'_>),
-    ) {
+    pub fn handle_read_with(&mut self, n: usize, now: Instant, on_data: impl FnMut(DataRef<'_>)) {
         let Some(conn) = self.conn.as_mut() else {
             return;
         };
@@ -160,29 +161,23 @@ impl Stream {
             return self.handle_read(n, now);
         }
         let classifier = self.router.classifier();
-        let (clocks, shapes) = (&mut self.clocks, &mut self.head_shapes);
-        // Counted here and added once a read: two register additions a message, not two
-        // read-modify-writes of the statistics.
-        let (mut messages, mut bytes) = (0u64, 0u64);
-        conn.handle_read_offering(
-            n,
-            &mut Lent(
-                #[inline(always)]
-                |payload: &[u8], kind| match plain_data(classifier, shapes, clocks, payload, kind) {
-                    Some(heartbeat) => {
-                        messages += 1;
-                        bytes += payload.len() as u64;
-                        on_data(DataRef {
-                            payload,
-                            heartbeat,
-                            received: now,
-                        });
-                        true
-                    }
-                    None => false,
-                },
+        let shapes = &mut self.head_shapes;
+        let (messages, bytes) = match self.betfair.as_deref_mut() {
+            Some(feeds) => lend_data(
+                conn,
+                n,
+                now,
+                PlainData::new(classifier, shapes, &mut feeds.clocks),
+                on_data,
             ),
-        );
+            None => lend_data(
+                conn,
+                n,
+                now,
+                PlainData::new(classifier, shapes, &mut NoPositions),
+                on_data,
+            ),
+        };
         self.stats.received_many(messages, bytes);
         self.after_read(n, now);
     }
@@ -298,4 +293,97 @@ impl Stream {
             self.publish(now);
         }
     }
+}
+
+/// What the fast path judges a message with ([`plain_data`]): the stream's rules and head
+/// shapes, and where its positions go.
+struct PlainData<'a, P> {
+    classifier: &'a Classifier,
+    shapes: &'a mut HeadShapes,
+    positions: &'a mut P,
+}
+
+impl<'a, P: Positions> PlainData<'a, P> {
+    fn new(classifier: &'a Classifier, shapes: &'a mut HeadShapes, positions: &'a mut P) -> Self {
+        Self {
+            classifier,
+            shapes,
+            positions,
+        }
+    }
+}
+
+/// [`Stream::handle_read`]'s fast path: `n` bytes read on `conn`, plain data queued as
+/// events (counted in `stats`), the rest left to the general path.
+#[inline(always)]
+fn queue_data(
+    conn: &mut Connection,
+    n: usize,
+    now: Instant,
+    plain: PlainData<'_, impl Positions>,
+    events: &mut VecDeque<StreamEvent>,
+    stats: &mut Stats,
+) {
+    // Taken apart, so that the loop holds each where the struct would add a load.
+    let PlainData {
+        classifier,
+        shapes,
+        positions,
+    } = plain;
+    conn.handle_read_offering(
+        n,
+        &mut Owned(|payload: Bytes, kind| {
+            match plain_data(classifier, shapes, positions, &payload, kind) {
+                Some(heartbeat) => {
+                    stats.received(payload.len());
+                    events.push_back(StreamEvent::Data {
+                        payload,
+                        heartbeat,
+                        received: now,
+                    });
+                    None
+                }
+                None => Some(payload),
+            }
+        }),
+    );
+}
+
+/// [`Stream::handle_read_with`]'s read: `n` bytes read on `conn`, plain data lent to
+/// `on_data`; the messages and bytes lent. Counted here and added to the statistics once a
+/// read: two register additions a message, not two read-modify-writes.
+#[inline(always)]
+fn lend_data(
+    conn: &mut Connection,
+    n: usize,
+    now: Instant,
+    plain: PlainData<'_, impl Positions>,
+    mut on_data: impl FnMut(DataRef<'_>),
+) -> (u64, u64) {
+    let PlainData {
+        classifier,
+        shapes,
+        positions,
+    } = plain;
+    let (mut messages, mut bytes) = (0u64, 0u64);
+    conn.handle_read_offering(
+        n,
+        &mut Lent(
+            #[inline(always)]
+            |payload: &[u8], kind| match plain_data(classifier, shapes, positions, payload, kind) {
+                Some(heartbeat) => {
+                    messages += 1;
+                    bytes += payload.len() as u64;
+                    on_data(DataRef {
+                        payload,
+                        heartbeat,
+                        received: now,
+                    });
+                    true
+                }
+                None => false,
+            },
+        ),
+    );
+    (messages, bytes)
 }

@@ -9,9 +9,10 @@
 
 use std::ops::Range;
 
+use super::positions::Positions;
 use super::Feed;
 use crate::route::{ShapeFit, Verdict};
-use crate::stream::clocks::{Clocks, INLINE};
+use crate::stream::clocks::INLINE;
 
 /// A verdict's plan, as the memo word holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,10 +81,10 @@ impl LinePlan {
     /// Records `payload`'s clock as the plan says; its heartbeat flag. For a plan that is not
     /// [general](Self::is_general).
     #[inline(always)]
-    pub(super) fn apply(self, clocks: &mut [Clocks; 2], payload: &[u8]) -> bool {
+    pub(super) fn apply(self, positions: &mut impl Positions, payload: &[u8]) -> bool {
         if self.0 & CLOCK != 0 {
             let feed = usize::from(self.0 & ORDERS != 0);
-            clocks[feed].update_clk(payload, self.clock());
+            positions.update_clk(feed, payload, self.clock());
         }
         self.0 & HEARTBEAT != 0
     }
