@@ -97,8 +97,16 @@ fn measure(sock: &mut TcpStream, read: usize, piece: usize, seconds: f64) -> Res
     Ok(sums)
 }
 
+/// What `--help` prints.
+const USAGE: &str = "usage: check_after_copy [SCENARIO (xlarge_depth_diff)] [--seconds S (2)] \
+[--read KiB (repeatable; 256, 128, 64, 32 twice)] [--bits 128|256|512]";
+
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1).peekable();
+    if args.peek().is_some_and(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let scenario = match args.peek() {
         Some(name) if !name.starts_with("--") => {
             let name = args.next().unwrap_or_default();
@@ -124,7 +132,7 @@ fn main() -> Result<(), String> {
                 };
                 limit_vector_width(cap);
             }
-            other => return Err(format!("unknown flag {other}")),
+            other => return Err(format!("unknown flag {other} ({USAGE})")),
         }
     }
     if reads.is_empty() {

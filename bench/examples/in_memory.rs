@@ -365,11 +365,17 @@ fn open_stream_over_tls(
     Ok(s)
 }
 
+/// What `--help` prints.
+const USAGE: &str = "usage: in_memory SCENARIO [--count N] [--repeat R] \
+[--lend | --nexus | --limit | --limit-utf8] [--tls [--record N]]";
+
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
-    let name = args
-        .next()
-        .ok_or("usage: in_memory SCENARIO [--count N] [--repeat R] [--lend | --nexus | --limit | --limit-utf8] [--tls [--record N]]")?;
+    let name = args.next().ok_or(USAGE)?;
+    if name == "--help" || name == "-h" {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let scenario = Scenario::from_name(&name).ok_or_else(|| format!("unknown scenario {name}"))?;
     let (mut count, mut repeat) = (scenario.default_count(), 5);
     let (mut lend, mut nexus, mut limit, mut limit_utf8, mut tls) =

@@ -11,6 +11,10 @@
 
 mod autobahn;
 
+/// What `--help` prints.
+const USAGE: &str = "usage: autobahn_client [--url URL (ws://127.0.0.1:9001)] \
+[--agent NAME (feedwire)] [--read-size BYTES]";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut url = "ws://127.0.0.1:9001".to_owned();
     let mut agent = "feedwire".to_owned();
@@ -27,12 +31,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .filter(|&n| n > 0)
                     .ok_or("--read-size needs a byte count above 0")?
             }
-            other => {
-                return Err(format!(
-                    "unknown argument {other:?}; use --url URL --agent NAME [--read-size BYTES]"
-                )
-                .into())
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(());
             }
+            other => return Err(format!("unknown argument {other:?}; {USAGE}").into()),
         }
     }
     autobahn::run_suite(&url, &agent, read_size, |line| println!("{line}"))

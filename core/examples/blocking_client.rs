@@ -18,8 +18,15 @@ use feedwire_core::{os_seed, Event, WebSocketClient, WsConfig};
 
 const LOCAL_MESSAGES: u64 = 200_000;
 
+/// What `--help` prints.
+const USAGE: &str = "usage: blocking_client [ws://HOST:PORT/PATH (a local peer)]";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = match std::env::args().nth(1) {
+        Some(flag) if flag == "--help" || flag == "-h" => {
+            println!("{USAGE}");
+            return Ok(());
+        }
         Some(url) => url,
         None => format!(
             "ws://{}/stream?streams=btcusdt@aggTrade",

@@ -11,12 +11,18 @@ use std::time::Instant;
 use feedwire_core::{os_seed, Event, WebSocketClient, WsConfig};
 use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
 
+/// What `--help` prints.
+const USAGE: &str = "usage: raw_reader [SCENARIO (small_aggtrade)]";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let scenario = std::env::args()
-        .nth(1)
-        .map(|n| Scenario::from_name(&n).ok_or(format!("unknown scenario {n}")))
-        .transpose()?
-        .unwrap_or(Scenario::SmallAggTrade);
+    let scenario = match std::env::args().nth(1).as_deref() {
+        None => Scenario::SmallAggTrade,
+        Some("--help" | "-h") => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        Some(n) => Scenario::from_name(n).ok_or(format!("unknown scenario {n} ({USAGE})"))?,
+    };
     let server = ReplayServer::start(ReplayConfig::new(scenario))?;
     let count = server.messages_per_connection();
 

@@ -91,10 +91,20 @@ fn keep_latest(wire: &[u8], copy: bool) -> (i64, usize) {
     (live(&region), kept)
 }
 
-fn main() {
-    let messages = std::env::args()
-        .nth(1)
-        .map_or(2_000_000, |n| n.parse().expect("a number of messages"));
+/// What `--help` prints.
+const USAGE: &str = "usage: held_payloads [MESSAGES (2000000)]";
+
+fn main() -> Result<(), String> {
+    let messages = match std::env::args().nth(1).as_deref() {
+        None => 2_000_000,
+        Some("--help" | "-h") => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        Some(n) => n
+            .parse()
+            .map_err(|_| format!("MESSAGES: not a number: {n} ({USAGE})"))?,
+    };
     let wire = wire(messages);
     println!("{messages} messages of {SYMBOLS} symbols, the latest of each kept:");
     for (copy, how) in [(false, "as delivered"), (true, "copied")] {
@@ -104,4 +114,5 @@ fn main() {
             heap as f64 / f64::from(1 << 20)
         );
     }
+    Ok(())
 }

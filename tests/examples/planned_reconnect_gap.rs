@@ -130,10 +130,21 @@ fn summary(mut v: Vec<u64>) -> (u64, u64) {
     (v[v.len() / 2], v[v.len() - 1])
 }
 
+/// What `--help` prints.
+const USAGE: &str = "usage: planned_reconnect_gap [ROUNDS (30) [RATE msgs/s (20000)]]";
+
 fn main() -> Result<(), Failure> {
     let mut args = std::env::args().skip(1);
-    let rounds: usize = args.next().map_or(Ok(30), |a| a.parse())?;
-    let rate: u32 = args.next().map_or(Ok(20_000), |a| a.parse())?;
+    let (rounds, rate): (usize, u32) = match (args.next(), args.next()) {
+        (Some(flag), _) if flag == "--help" || flag == "-h" => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        (rounds, rate) => (
+            rounds.map_or(Ok(30), |a| a.parse()).map_err(|_| USAGE)?,
+            rate.map_or(Ok(20_000), |a| a.parse()).map_err(|_| USAGE)?,
+        ),
+    };
     println!(
         "{rounds} planned reconnects (serverShutdown) per row, live feed at {rate} msgs/s, \
          127.0.0.1"

@@ -68,8 +68,20 @@ fn measure(
     Ok(latencies)
 }
 
+/// What `--help` prints.
+const USAGE: &str = "usage: stop_latency [TRIALS (1000)]";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let trials: usize = std::env::args().nth(1).map_or(Ok(1000), |s| s.parse())?;
+    let trials: usize = match std::env::args().nth(1).as_deref() {
+        None => 1000,
+        Some("--help" | "-h") => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        Some(n) => n
+            .parse()
+            .map_err(|_| format!("TRIALS: not a number: {n} ({USAGE})"))?,
+    };
     let adapters: [(&str, &dyn Adapter); 2] = [("tokio", &TokioAdapter), ("mio", &MioAdapter)];
     for (name, adapter) in adapters {
         for (what, crash) in [

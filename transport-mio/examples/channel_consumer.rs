@@ -72,11 +72,21 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn main() {
+/// What `--help` prints.
+const USAGE: &str = "usage: channel_consumer [ROUNDS (5)]";
+
+fn main() -> Result<(), String> {
     serve_if_child();
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .map_or(5, |r| r.parse().expect("ROUNDS"));
+    let rounds: usize = match std::env::args().nth(1).as_deref() {
+        None => 5,
+        Some("--help" | "-h") => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        Some(n) => n
+            .parse()
+            .map_err(|_| format!("ROUNDS: not a number: {n} ({USAGE})"))?,
+    };
     let cases: Vec<(usize, u64, bool)> = CAPACITIES
         .iter()
         .flat_map(|&c| PAUSES_MS.iter().map(move |&p| (c, p)))
@@ -101,4 +111,5 @@ fn main() {
             median(cpus)
         );
     }
+    Ok(())
 }

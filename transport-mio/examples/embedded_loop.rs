@@ -3,7 +3,7 @@
 //! (`stats`, `stop`), does its own work between turns (a report once a second) and handles
 //! the feed's events in a handler on the same thread. A helper thread plays the operator.
 //!
-//! `cargo run --release -p feedwire-mio --example embedded_loop`
+//! `cargo run --release -p feedwire-mio --example embedded_loop -- [seconds]`
 #![allow(clippy::print_stdout, reason = "an example reports to the terminal")]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -46,11 +46,20 @@ impl Handler for Book {
     }
 }
 
+/// What `--help` prints.
+const USAGE: &str = "usage: embedded_loop [SECONDS (2)]";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let seconds: u64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2);
+    let seconds: u64 = match std::env::args().nth(1).as_deref() {
+        None => 2,
+        Some("--help" | "-h") => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        Some(n) => n
+            .parse()
+            .map_err(|_| format!("SECONDS: not a number: {n} ({USAGE})"))?,
+    };
     let server = ReplayServer::start(ReplayConfig {
         mode: Mode::Paced { per_sec: 20_000 },
         hold_open: true,

@@ -20,10 +20,19 @@ use feedwire_core::{
 use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
 use feedwire_tokio::{connect, TokioOptions};
 
+/// What `--help` prints.
+const USAGE: &str =
+    "usage: [BETFAIR_APP_KEY=K BETFAIR_SESSION=S] betfair_stream [URL [MARKET_ID]] \
+(no URL: a local replay server)";
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let url_arg = args.next();
+    if matches!(url_arg.as_deref(), Some("--help" | "-h")) {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let market = args.next().unwrap_or_else(|| "1.234567".to_owned());
     let local = match url_arg {
         Some(_) => None,

@@ -17,10 +17,17 @@ use feedwire_core::{tls_config_with_roots, StreamConfig, StreamEvent};
 use feedwire_replay::{ReplayConfig, ReplayServer, Scenario};
 use feedwire_tokio::{connect, TokioOptions};
 
+/// What `--help` prints.
+const USAGE: &str = "usage: binance_stream [URL [STREAM...]] (no URL: a local replay server)";
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let url_arg = args.next();
+    if matches!(url_arg.as_deref(), Some("--help" | "-h")) {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let mut streams: Vec<String> = args.collect();
     // With no URL, serve 300,000 aggTrade messages locally (verification stays on: we trust
     // the replay server's start-up CA, nothing else).

@@ -88,9 +88,21 @@ async fn start(
     Ok(Taking { handle, events })
 }
 
+/// What `--help` prints.
+const USAGE: &str = "usage: make_before_break [HANDOVERS (3)]";
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let handovers: u32 = std::env::args().nth(1).map_or(Ok(3), |a| a.parse())?;
+    let handovers: u32 = match std::env::args().nth(1).as_deref() {
+        None => 3,
+        Some("--help" | "-h") => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        Some(n) => n
+            .parse()
+            .map_err(|_| format!("HANDOVERS: not a number: {n} ({USAGE})"))?,
+    };
     let srv = ReplayServer::start(ReplayConfig {
         mode: Mode::Live { per_sec: 10_000 },
         fault: Some(Fault::ServerShutdown { after: 5_000 }),
