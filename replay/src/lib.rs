@@ -7,6 +7,7 @@
 //! subscription answers, and faults on demand.
 
 mod child;
+pub mod example_args;
 pub mod measure;
 mod pki;
 mod scenario;

@@ -14,6 +14,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use feedwire_core::testing::{open_websocket_stream, server_frame};
 use feedwire_core::{StreamConfig, StreamEvent};
+use feedwire_replay::example_args::first_arg;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -95,15 +96,8 @@ fn keep_latest(wire: &[u8], copy: bool) -> (i64, usize) {
 const USAGE: &str = "usage: held_payloads [MESSAGES (2000000)]";
 
 fn main() -> Result<(), String> {
-    let messages = match std::env::args().nth(1).as_deref() {
-        None => 2_000_000,
-        Some("--help" | "-h") => {
-            println!("{USAGE}");
-            return Ok(());
-        }
-        Some(n) => n
-            .parse()
-            .map_err(|_| format!("MESSAGES: not a number: {n} ({USAGE})"))?,
+    let Some(messages) = first_arg("MESSAGES", 2_000_000, USAGE)? else {
+        return Ok(());
     };
     let wire = wire(messages);
     println!("{messages} messages of {SYMBOLS} symbols, the latest of each kept:");

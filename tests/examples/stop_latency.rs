@@ -12,6 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use feedwire_core::{StreamConfig, StreamEvent};
+use feedwire_replay::example_args::first_arg;
 use feedwire_tests::adapter::{Adapter, MioAdapter, TokioAdapter};
 use feedwire_tests::scenarios::accept_upgrade;
 
@@ -72,15 +73,8 @@ fn measure(
 const USAGE: &str = "usage: stop_latency [TRIALS (1000)]";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let trials: usize = match std::env::args().nth(1).as_deref() {
-        None => 1000,
-        Some("--help" | "-h") => {
-            println!("{USAGE}");
-            return Ok(());
-        }
-        Some(n) => n
-            .parse()
-            .map_err(|_| format!("TRIALS: not a number: {n} ({USAGE})"))?,
+    let Some(trials) = first_arg::<usize>("TRIALS", 1000, USAGE)? else {
+        return Ok(());
     };
     let adapters: [(&str, &dyn Adapter); 2] = [("tokio", &TokioAdapter), ("mio", &MioAdapter)];
     for (name, adapter) in adapters {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use feedwire_core::{StreamConfig, StreamEvent};
 use feedwire_mio::{event_channel, shared_event_channel, Delivery, LoopHandle, MioOptions};
+use feedwire_replay::example_args::first_arg;
 use feedwire_replay::measure::cpu_time;
 use feedwire_replay::{serve_if_child, ChildServer, ReplayConfig, Scenario};
 
@@ -77,15 +78,8 @@ const USAGE: &str = "usage: channel_consumer [ROUNDS (5)]";
 
 fn main() -> Result<(), String> {
     serve_if_child();
-    let rounds: usize = match std::env::args().nth(1).as_deref() {
-        None => 5,
-        Some("--help" | "-h") => {
-            println!("{USAGE}");
-            return Ok(());
-        }
-        Some(n) => n
-            .parse()
-            .map_err(|_| format!("ROUNDS: not a number: {n} ({USAGE})"))?,
+    let Some(rounds) = first_arg::<usize>("ROUNDS", 5, USAGE)? else {
+        return Ok(());
     };
     let cases: Vec<(usize, u64, bool)> = CAPACITIES
         .iter()

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use feedwire_core::{StreamConfig, StreamEvent};
 use feedwire_mio::{user_token, Delivery, Handler, MioLoop, MioOptions};
+use feedwire_replay::example_args::first_arg;
 use feedwire_replay::{Mode, ReplayConfig, ReplayServer, Scenario};
 use mio::net::UdpSocket;
 use mio::Interest;
@@ -50,15 +51,8 @@ impl Handler for Book {
 const USAGE: &str = "usage: embedded_loop [SECONDS (2)]";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let seconds: u64 = match std::env::args().nth(1).as_deref() {
-        None => 2,
-        Some("--help" | "-h") => {
-            println!("{USAGE}");
-            return Ok(());
-        }
-        Some(n) => n
-            .parse()
-            .map_err(|_| format!("SECONDS: not a number: {n} ({USAGE})"))?,
+    let Some(seconds) = first_arg::<u64>("SECONDS", 2, USAGE)? else {
+        return Ok(());
     };
     let server = ReplayServer::start(ReplayConfig {
         mode: Mode::Paced { per_sec: 20_000 },

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use feedwire_core::{PlannedReconnect, StreamConfig, StreamEvent};
+use feedwire_replay::example_args::first_arg;
 use feedwire_replay::{feed_seq, Fault, Mode, ReplayConfig, ReplayServer, Scenario};
 use feedwire_tokio::{connect, Events, StreamHandle, TokioOptions};
 
@@ -93,15 +94,8 @@ const USAGE: &str = "usage: make_before_break [HANDOVERS (3)]";
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let handovers: u32 = match std::env::args().nth(1).as_deref() {
-        None => 3,
-        Some("--help" | "-h") => {
-            println!("{USAGE}");
-            return Ok(());
-        }
-        Some(n) => n
-            .parse()
-            .map_err(|_| format!("HANDOVERS: not a number: {n} ({USAGE})"))?,
+    let Some(handovers) = first_arg::<u32>("HANDOVERS", 3, USAGE)? else {
+        return Ok(());
     };
     let srv = ReplayServer::start(ReplayConfig {
         mode: Mode::Live { per_sec: 10_000 },
