@@ -66,6 +66,11 @@ fn options() -> Result<Options, String> {
             println!("{USAGE}");
             std::process::exit(0);
         }
+        if !flag.starts_with("--") {
+            return Err(format!(
+                "unexpected argument {flag} (--help lists the options)"
+            ));
+        }
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
         let number = || {
             value

@@ -51,6 +51,11 @@ fn options() -> Result<Options, String> {
                 std::process::exit(0);
             }
             _ => {
+                if !flag.starts_with("--") {
+                    return Err(format!(
+                        "unexpected argument {flag} (--help lists the options)"
+                    ));
+                }
                 let value = args.next().ok_or(format!("{flag} needs a value"))?;
                 let number = || {
                     value
