@@ -4,9 +4,9 @@
 
 use std::str::FromStr;
 
-/// The process's first argument as a `T` named `name`, `default` without one; `Ok(None)`
-/// once `usage` is printed for `--help` / `-h` (the caller returns). A value that does not
-/// parse is an error naming the argument and carrying `usage`.
+/// The process's first argument as a number `T` named `name`, `default` without one;
+/// `Ok(None)` once `usage` is printed for `--help` / `-h` (the caller returns). A value that
+/// does not parse is an error naming the argument and carrying `usage`.
 pub fn first_arg<T: FromStr>(name: &str, default: T, usage: &str) -> Result<Option<T>, String> {
     arg_of(std::env::args().nth(1).as_deref(), name, default, usage)
 }
