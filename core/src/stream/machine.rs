@@ -461,6 +461,13 @@ impl Stream {
             .map(|feeds| &feeds.clocks[feed as usize])
     }
 
+    /// [`clocks_of`](Self::clocks_of), to change.
+    fn clocks_mut(&mut self, feed: Feed) -> Option<&mut Clocks> {
+        self.betfair
+            .as_deref_mut()
+            .map(|feeds| &mut feeds.clocks[feed as usize])
+    }
+
     fn betfair_subscriptions(&self) -> usize {
         self.betfair
             .as_ref()

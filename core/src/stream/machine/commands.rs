@@ -335,8 +335,8 @@ impl Stream {
             };
             let t = profile::betfair_subscription(op, filter, sub, &feeds.clocks[feed as usize]);
             if let RequestId::Int(id) = self.send_request(kind, &t, now)? {
-                if let Some(feeds) = self.betfair.as_deref_mut() {
-                    feeds.clocks[feed as usize].sent(id);
+                if let Some(clocks) = self.clocks_mut(feed) {
+                    clocks.sent(id);
                 }
             }
         }

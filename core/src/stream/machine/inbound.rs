@@ -144,8 +144,8 @@ impl Stream {
                 {
                     let host = &self.endpoint.host;
                     tracing::warn!(%host, ?feed, "position refused: a new image");
-                    if let Some(feeds) = self.betfair.as_deref_mut() {
-                        feeds.clocks[feed as usize] = Clocks::default();
+                    if let Some(clocks) = self.clocks_mut(feed) {
+                        *clocks = Clocks::default();
                     }
                     // On this connection if the server keeps it, else on the next.
                     if let Err(error) = self.send_betfair_subscription(feed, now) {
