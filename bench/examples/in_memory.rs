@@ -20,10 +20,16 @@
 //! its own read size and moving the plaintext into the stream, which lends its messages —
 //! decryption and every copy the TLS layer makes included.
 //!
-//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend | --nexus | --limit | --limit-utf8] [--tls [--record N]]`
+//! `--spare` writes each read through `Stream::read_spare` (the read buffer's room as
+//! uninitialised memory, as a `recv` into spare capacity would) instead of `read_buf` (the
+//! same room, zeroed first where it is new).
+//!
+//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend] [--spare] [--nexus | --limit | --limit-utf8] [--tls [--record N]]`
 #![allow(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
 
 use std::io::{Read, Write};
+
+use bytes::BufMut;
 use std::time::Instant;
 
 use feedwire_bench::{LimitFrames, Recorder};
@@ -40,12 +46,20 @@ use nexus_web::ws::{FrameReader, Message, Role};
 /// here sees the same pieces (the stream's `max_read_size` caps what it offers).
 const READ: usize = 256 * 1024;
 
-fn feed(s: &mut Stream, bytes: &[u8], now: Instant, lend: bool) -> (usize, usize) {
+fn feed(s: &mut Stream, bytes: &[u8], now: Instant, lend: bool, spare: bool) -> (usize, usize) {
     let (mut fed, mut messages, mut payload_bytes) = (0, 0, 0);
     while fed < bytes.len() {
-        let buf = s.read_buf();
-        let n = buf.len().min(bytes.len() - fed).min(READ);
-        buf[..n].copy_from_slice(&bytes[fed..fed + n]);
+        let n = if spare {
+            let mut room = s.read_spare().expect("connected");
+            let n = room.remaining_mut().min(bytes.len() - fed).min(READ);
+            room.put_slice(&bytes[fed..fed + n]);
+            n
+        } else {
+            let buf = s.read_buf();
+            let n = buf.len().min(bytes.len() - fed).min(READ);
+            buf[..n].copy_from_slice(&bytes[fed..fed + n]);
+            n
+        };
         if lend {
             s.handle_read_with(n, now, |d| {
                 messages += 1;
@@ -119,7 +133,13 @@ fn open_stream(scenario: Scenario, now: Instant) -> Stream {
     while let Some(c) = s.poll_transmit() {
         request.extend_from_slice(&c);
     }
-    feed(&mut s, &opening_answer(scenario, &request), now, false);
+    feed(
+        &mut s,
+        &opening_answer(scenario, &request),
+        now,
+        false,
+        false,
+    );
     s
 }
 
@@ -367,7 +387,7 @@ fn open_stream_over_tls(
 
 /// What `--help` prints.
 const USAGE: &str = "usage: in_memory SCENARIO [--count N] [--repeat R] \
-[--lend | --nexus | --limit | --limit-utf8] [--tls [--record N]]";
+[--lend] [--spare] [--nexus | --limit | --limit-utf8] [--tls [--record N]]";
 
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
@@ -378,12 +398,13 @@ fn main() -> Result<(), String> {
     }
     let scenario = Scenario::from_name(&name).ok_or_else(|| format!("unknown scenario {name}"))?;
     let (mut count, mut repeat) = (scenario.default_count(), 5);
-    let (mut lend, mut nexus, mut limit, mut limit_utf8, mut tls) =
-        (false, false, false, false, false);
+    let (mut lend, mut nexus, mut limit, mut limit_utf8, mut tls, mut spare) =
+        (false, false, false, false, false, false);
     let mut record = 16 * 1024;
     while let Some(flag) = args.next() {
         match flag.as_str() {
             "--lend" => lend = true,
+            "--spare" => spare = true,
             "--nexus" if !scenario.is_lines() => nexus = true,
             "--nexus" => return Err("--nexus: WebSocket scenarios only".to_owned()),
             "--limit" => limit = true,
@@ -394,7 +415,7 @@ fn main() -> Result<(), String> {
         }
         if matches!(
             flag.as_str(),
-            "--lend" | "--nexus" | "--limit" | "--limit-utf8" | "--tls"
+            "--lend" | "--spare" | "--nexus" | "--limit" | "--limit-utf8" | "--tls"
         ) {
             continue;
         }
@@ -430,7 +451,7 @@ fn main() -> Result<(), String> {
             } else if limit || limit_utf8 {
                 feed_limit_frames(&bytes, limit_utf8)?
             } else {
-                feed(&mut s, &bytes, now, lend)
+                feed(&mut s, &bytes, now, lend, spare)
             };
             (messages, payload_bytes, started.elapsed().as_nanos())
         };

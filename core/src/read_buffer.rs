@@ -24,11 +24,24 @@
 //! short read are offered again without zeroing. A block whose messages were lent rather than
 //! cut out ([`ReadBuffer::discard`]) stays whole and initialised: the next read starts at its
 //! front again (or right after the partial frame, moved there), with nothing to zero — only
-//! cutting out owned messages gives up a block's front for good.
+//! cutting out owned messages gives up a block's front for good, and the next lap of a queueing
+//! stream zeroes every byte again (a `memset` a byte read: 5-11% of a queued message's cost in
+//! memory). A transport that can write into uninitialised memory (a `recv` into a `BufMut`'s
+//! spare room) takes [`ReadBuffer::read_spare`] instead: the same room, never zeroed.
 
-use bytes::{Bytes, BytesMut};
+use bytes::buf::Limit;
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::config::MAX_READ_SIZE;
+
+/// A read's room as uninitialised memory (what `read_spare` hands out on [`crate::Stream`],
+/// [`crate::WebSocketClient`] and [`crate::LineClient`]): the read block, limited to the
+/// offer. Write into it only through [`BufMut`] — a `recv` into its
+/// [`chunk_mut`](BufMut::chunk_mut) followed by [`advance_mut`](BufMut::advance_mut), tokio's
+/// `try_read_buf`, [`put_slice`](BufMut::put_slice) — then pass the count written to
+/// `handle_read`. Anything else done to the block through
+/// [`get_mut`](bytes::buf::Limit::get_mut) is a transport bug: at best `handle_read` panics.
+pub type ReadSpare<'a> = Limit<&'a mut BytesMut>;
 
 /// Bytes offered by the first read of a fresh (or released) buffer.
 pub(crate) const INITIAL_READ_SIZE: usize = 1024;
@@ -127,10 +140,53 @@ impl ReadBuffer {
         self.prepare_read()
     }
 
+    /// [`read_buf`](Self::read_buf)'s room as uninitialised spare capacity, never zeroed: the
+    /// block's length ends where the unconsumed bytes do, and the limit is the offer (at most
+    /// `max_read_size` bytes, never 0, all within the block's capacity, so writing it never
+    /// reallocates). The transport writes through [`BufMut`], which advances the length by
+    /// what it wrote; [`commit`](Self::commit) then takes up to that many.
+    #[inline]
+    pub(crate) fn read_spare(&mut self) -> ReadSpare<'_> {
+        // `read_buf`'s fast case, the block's capacity standing for its initialised length.
+        let read_size = self.read_size;
+        let (from, end) = if self.start == 0
+            && self.filled == 0
+            && self.frame_hint == 0
+            && read_size <= self.buf.capacity()
+            && !(self.uncut && self.buf.capacity() > 2 * self.block_size())
+        {
+            (0, read_size)
+        } else {
+            self.prepare_spare()
+        };
+        self.buf.truncate(from);
+        self.offered = end - from;
+        (&mut self.buf).limit(end - from)
+    }
+
+    /// [`read_spare`](Self::read_spare)'s room when the block must change first or the read
+    /// is not a plain full one: where the offer starts and ends in the block.
+    #[inline(never)]
+    fn prepare_spare(&mut self) -> (usize, usize) {
+        self.make_room()
+    }
+
     /// [`read_buf`](Self::read_buf) when the block must change first or the read is not a
     /// plain full one: kept out of line so that the common case is a few inlined checks.
     #[inline(never)]
     fn prepare_read(&mut self) -> &mut [u8] {
+        let (from, end) = self.make_room();
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
+        self.offered = end - from;
+        &mut self.buf[from..end]
+    }
+
+    /// Makes room in the block for the next read; where the offer starts (the end of the
+    /// unconsumed bytes) and ends, within the block's capacity.
+    #[inline(always)]
+    fn make_room(&mut self) -> (usize, usize) {
         // Lent bytes in front of a small partial frame: the partial moves to the front now
         // (a copy of at most `SMALL_PARTIAL` bytes), so reads keep landing in the block's
         // first `read size` bytes, still in cache from the last lap, instead of walking the
@@ -201,11 +257,7 @@ impl ReadBuffer {
             // frame at most.
             end = end.min(self.start + self.frame_hint);
         }
-        if self.buf.len() < end {
-            self.buf.resize(end, 0);
-        }
-        self.offered = end - from;
-        &mut self.buf[from..end]
+        (from, end)
     }
 
     /// The block the pending frame or message wants now, bytes: the frame hint, but for a
@@ -219,12 +271,13 @@ impl ReadBuffer {
         }
     }
 
-    /// Records that the transport wrote `n` bytes at the start of the last `read_buf`.
+    /// Records that the transport wrote `n` bytes at the start of the last `read_buf` (or
+    /// through the last `read_spare`, which advanced the block's length past them).
     #[inline]
     pub(crate) fn commit(&mut self, n: usize) {
         assert!(
             self.start + self.filled + n <= self.buf.len(),
-            "commit({n}) exceeds the slice read_buf handed out"
+            "commit({n}) exceeds the bytes written into what read_buf or read_spare handed out"
         );
         self.filled += n;
         if n == self.offered {
@@ -1061,5 +1114,133 @@ mod tests {
             held.push(rb.consume(rb.filled().len() - 100));
         }
         panic!("the partial never moved");
+    }
+
+    /// One step of a transport and an engine working a buffer: a read of up to `read` bytes
+    /// (a full offer when it is larger), then, with what is unconsumed, one of: nothing, cut a
+    /// message out (held or dropped), lend one (discard), announce a frame or a long line, or
+    /// finish a frame (everything lent, or cut out and dropped; the hint cleared, or for a lent
+    /// frame sometimes left).
+    #[derive(Debug, Clone)]
+    struct Step {
+        read: usize,
+        then: u8,
+        amount: usize,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        (
+            prop_oneof![1usize..64, 64usize..3000, 3000usize..300_000],
+            0u8..8,
+            0usize..100_000,
+        )
+            .prop_map(|(read, then, amount)| Step { read, then, amount })
+    }
+
+    /// Runs `steps` on a buffer of `max_read_size`, reading through `read_buf` or
+    /// `read_spare`; returns each step's offer length, unconsumed bytes and block capacity.
+    fn offers(steps: &[Step], max_read_size: usize, spare: bool) -> Vec<(usize, Vec<u8>, usize)> {
+        let mut rb = ReadBuffer::new(max_read_size);
+        let mut held = Vec::new();
+        let mut out = Vec::new();
+        for (i, s) in steps.iter().enumerate() {
+            let fill = (i % 251) as u8;
+            let offered = if spare {
+                let mut room = rb.read_spare();
+                let offered = room.remaining_mut();
+                room.put_bytes(fill, s.read.min(offered));
+                offered
+            } else {
+                let buf = rb.read_buf();
+                let n = s.read.min(buf.len());
+                buf[..n].fill(fill);
+                buf.len()
+            };
+            if spare {
+                assert_eq!(
+                    rb.buf.len(),
+                    rb.start + rb.filled + s.read.min(offered),
+                    "nothing past the bytes written is initialised by the offer"
+                );
+            }
+            rb.commit(s.read.min(offered));
+            let filled = rb.filled().len();
+            let n = s.amount % (filled + 1);
+            match s.then {
+                1 => held.push(rb.consume(n)),
+                2 => drop(rb.consume(n)),
+                3 => rb.discard(n),
+                4 => rb.set_frame_hint(filled + s.amount),
+                5 => rb.set_unknown_length_hint(),
+                6 => {
+                    rb.discard(filled);
+                    if s.amount % 2 == 0 {
+                        rb.set_frame_hint(0);
+                    }
+                }
+                7 => {
+                    drop(rb.consume(filled));
+                    rb.set_frame_hint(0);
+                }
+                _ => {}
+            }
+            if held.len() > 3 {
+                held.remove(0);
+            }
+            out.push((offered, rb.filled().to_vec(), rb.capacity()));
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 64, ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// A spare offer is `read_buf`'s room without the zeroing: the same length, the same
+        /// bytes taken, the same blocks, whatever the reads and the engine do between them.
+        #[test]
+        fn a_spare_offer_is_the_room_read_buf_offers(
+            steps in proptest::collection::vec(step(), 1..60),
+            max_read_size in proptest::prop_oneof![
+                proptest::strategy::Just(256 * 1024),
+                1usize..5000,
+            ],
+        ) {
+            proptest::prop_assert_eq!(
+                offers(&steps, max_read_size, true),
+                offers(&steps, max_read_size, false)
+            );
+        }
+    }
+
+    #[test]
+    fn spare_and_slice_offers_mix() {
+        let mut rb = ReadBuffer::new(1024);
+        rb.read_spare().put_slice(b"hello ");
+        rb.commit(6);
+        rb.read_buf()[..5].copy_from_slice(b"world");
+        rb.commit(5);
+        let mut room = rb.read_spare();
+        assert_eq!(room.remaining_mut(), 1024);
+        room.put_slice(b"!");
+        rb.commit(1);
+        assert_eq!(rb.filled(), b"hello world!");
+        let message = rb.consume(12);
+        // The block's front is cut out: the next offer starts behind it, uninitialised.
+        rb.read_spare().put_slice(b"next");
+        rb.commit(4);
+        assert_eq!(rb.buf.len(), 4);
+        assert_eq!(&message[..], b"hello world!");
+        assert_eq!(rb.filled(), b"next");
+    }
+
+    #[test]
+    #[should_panic(expected = "exceeds the bytes written")]
+    fn committing_more_than_a_spare_offer_got_is_a_transport_bug() {
+        let mut rb = ReadBuffer::new(1024);
+        rb.read_spare().put_slice(b"abc");
+        rb.commit(4);
     }
 }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use bytes::BufMut;
 use common::*;
 use feedwire_core::testing::{accept_response, server_frame};
 use feedwire_core::{Event, WebSocketClient, WsConfig};
@@ -92,8 +93,14 @@ fn encode(items: &[Item], close: bool) -> Vec<u8> {
 }
 
 /// Runs a client over `stream`, reading `chunks[i % len]` bytes at a time (capped by what
-/// `read_buf` offers); returns the events and everything the client sent.
-fn run(stream: &[u8], max_read_size: usize, chunks: &[usize]) -> (Vec<Event>, Vec<u8>) {
+/// `read_buf` offers); returns the events and everything the client sent. `spare`: every
+/// other read goes through `read_spare` (the same room, uninitialised) instead.
+fn run(
+    stream: &[u8],
+    max_read_size: usize,
+    chunks: &[usize],
+    spare: bool,
+) -> (Vec<Event>, Vec<u8>) {
     let config = WsConfig {
         max_read_size,
         ..WsConfig::default()
@@ -106,12 +113,18 @@ fn run(stream: &[u8], max_read_size: usize, chunks: &[usize]) -> (Vec<Event>, Ve
     let mut fed = 0;
     let mut i = 0;
     while fed < input.len() {
-        let buf = ws.read_buf();
-        let n = buf
-            .len()
-            .min(chunks[i % chunks.len()])
-            .min(input.len() - fed);
-        buf[..n].copy_from_slice(&input[fed..fed + n]);
+        let want = chunks[i % chunks.len()].min(input.len() - fed);
+        let n = if spare && i % 2 == 0 {
+            let mut room = ws.read_spare();
+            let n = room.remaining_mut().min(want);
+            room.put_slice(&input[fed..fed + n]);
+            n
+        } else {
+            let buf = ws.read_buf();
+            let n = buf.len().min(want);
+            buf[..n].copy_from_slice(&input[fed..fed + n]);
+            n
+        };
         ws.handle_read(n);
         fed += n;
         i += 1;
@@ -132,10 +145,13 @@ proptest! {
         chunks in prop::collection::vec(1usize..5000, 1..8),
     ) {
         let stream = encode(&items, close);
-        let (reference, ref_sent) = run(&stream, 256 * 1024, &[usize::MAX]);
-        let (evs, sent) = run(&stream, max_read_size, &chunks);
+        let (reference, ref_sent) = run(&stream, 256 * 1024, &[usize::MAX], false);
+        let (evs, sent) = run(&stream, max_read_size, &chunks, false);
         prop_assert_eq!(&evs, &reference);
-        prop_assert_eq!(sent, ref_sent);
+        prop_assert_eq!(&sent, &ref_sent);
+        let (spare_evs, spare_sent) = run(&stream, max_read_size, &chunks, true);
+        prop_assert_eq!(&spare_evs, &reference);
+        prop_assert_eq!(spare_sent, ref_sent);
         let messages = evs.iter().filter(|e| matches!(e, Event::Message(_))).count();
         let expected = items.iter().filter(|i| matches!(i, Item::Message { .. })).count();
         prop_assert_eq!(messages, expected);
@@ -149,8 +165,8 @@ proptest! {
             other => other,
         }).collect();
         let stream = encode(&items, true);
-        let (reference, ref_sent) = run(&stream, 256 * 1024, &[usize::MAX]);
-        let (evs, sent) = run(&stream, 1, &[1]);
+        let (reference, ref_sent) = run(&stream, 256 * 1024, &[usize::MAX], false);
+        let (evs, sent) = run(&stream, 1, &[1], true);
         prop_assert_eq!(evs, reference);
         prop_assert_eq!(sent, ref_sent);
     }

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use common::harness::Harness;
 use feedwire_core::testing::server_frame;
 use feedwire_core::{PlannedReconnect, StreamConfig, StreamEvent};
@@ -75,11 +75,15 @@ fn chunks() -> impl Strategy<Value = Vec<usize>> {
 }
 
 /// How the test reads: queueing every event, or lending data messages (recorded as the
-/// `Data` event they stand for, in the order they were lent).
+/// `Data` event they stand for, in the order they were lent); the bytes written into
+/// `read_buf`, or (`Spare`) every other read through `read_spare`, the same room
+/// uninitialised.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
     Queue,
     Lend,
+    QueueSpare,
+    LendSpare,
 }
 
 fn feed_in(h: &mut Harness, bytes: &[u8], chunks: &[usize], mode: Mode) {
@@ -88,12 +92,20 @@ fn feed_in(h: &mut Harness, bytes: &[u8], chunks: &[usize], mode: Mode) {
         if at == bytes.len() || !h.s.is_connected() || i > 100_000 {
             return;
         }
-        let buf = h.s.read_buf();
-        let n = buf.len().min(*size).min(bytes.len() - at);
-        buf[..n].copy_from_slice(&bytes[at..at + n]);
+        let n = if matches!(mode, Mode::QueueSpare | Mode::LendSpare) && i % 2 == 0 {
+            let mut room = h.s.read_spare().expect("connected");
+            let n = room.remaining_mut().min(*size).min(bytes.len() - at);
+            room.put_slice(&bytes[at..at + n]);
+            n
+        } else {
+            let buf = h.s.read_buf();
+            let n = buf.len().min(*size).min(bytes.len() - at);
+            buf[..n].copy_from_slice(&bytes[at..at + n]);
+            n
+        };
         match mode {
-            Mode::Queue => h.s.handle_read(n, h.now),
-            Mode::Lend => {
+            Mode::Queue | Mode::QueueSpare => h.s.handle_read(n, h.now),
+            Mode::Lend | Mode::LendSpare => {
                 let events = &mut h.events;
                 h.s.handle_read_with(n, h.now, |d| {
                     events.push(StreamEvent::Data {
@@ -313,6 +325,11 @@ proptest! {
             let lent = binance_run(&items, shutdown, &trailing, reads, Mode::Lend);
             prop_assert_eq!(&lent, queued, "lending must not change what is reported or sent");
         }
+        // Reads through spare room: the same bytes, the same reads, the same report.
+        for mode in [Mode::QueueSpare, Mode::LendSpare] {
+            let spare = binance_run(&items, shutdown, &trailing, &chunks, mode);
+            prop_assert_eq!(&spare, &split, "reading through read_spare ({:?})", mode);
+        }
         // What was sent, too, while the connection ended normally. Not after a crash (a
         // fatal answer drops the connection at once, so a pong queued in the same read is
         // never handed out, while one read earlier it was), and not when garbage followed a
@@ -340,6 +357,8 @@ proptest! {
         prop_assert_eq!(&binance_stop_run(&items, at, &chunks, Mode::Queue), &whole);
         prop_assert_eq!(&binance_stop_run(&items, at, &chunks, Mode::Lend), &whole);
         prop_assert_eq!(&binance_stop_run(&items, at, &[1 << 20], Mode::Lend), &whole);
+        prop_assert_eq!(&binance_stop_run(&items, at, &chunks, Mode::QueueSpare), &whole);
+        prop_assert_eq!(&binance_stop_run(&items, at, &chunks, Mode::LendSpare), &whole);
     }
 
     #[test]
@@ -351,6 +370,8 @@ proptest! {
         let whole = betfair_run(&items, &[1 << 20], Mode::Queue);
         prop_assert_eq!(betfair_run(&items, &chunks, Mode::Queue), whole.clone());
         prop_assert_eq!(betfair_run(&items, &[1 << 20], Mode::Lend), whole.clone());
+        prop_assert_eq!(betfair_run(&items, &chunks, Mode::QueueSpare), whole.clone());
+        prop_assert_eq!(betfair_run(&items, &chunks, Mode::LendSpare), whole.clone());
         prop_assert_eq!(betfair_run(&items, &chunks, Mode::Lend), whole);
     }
 }
@@ -368,8 +389,12 @@ proptest! {
         prop_assert!(!whole.0.contains("Crashed") && !whole.0.contains("Failed"), "{}", whole.0);
         prop_assert_eq!(&binance_run(&items, (false, false), &[], &chunks, Mode::Queue), &whole);
         prop_assert_eq!(&binance_run(&items, (false, false), &[], &chunks, Mode::Lend), &whole);
+        for mode in [Mode::QueueSpare, Mode::LendSpare] {
+            prop_assert_eq!(&binance_run(&items, (false, false), &[], &chunks, mode), &whole);
+        }
         let whole = betfair_run(&items, &[1 << 20], Mode::Queue);
         prop_assert_eq!(betfair_run(&items, &chunks, Mode::Queue), whole.clone());
+        prop_assert_eq!(betfair_run(&items, &chunks, Mode::QueueSpare), whole.clone());
         prop_assert_eq!(betfair_run(&items, &chunks, Mode::Lend), whole);
     }
 }

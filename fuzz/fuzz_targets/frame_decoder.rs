@@ -1,7 +1,9 @@
 //! Arbitrary server bytes after a completed handshake, fed with arbitrary read splits and
-//! `max_read_size`. Checks: no panic, and the events do not depend on the splits.
+//! `max_read_size`, every other read through `read_spare`. Checks: no panic, and the events
+//! do not depend on the splits.
 #![no_main]
 
+use bytes::BufMut;
 use feedwire_core::testing::accept_response;
 use feedwire_core::{Event, WebSocketClient, WsConfig};
 use libfuzzer_sys::fuzz_target;
@@ -26,9 +28,19 @@ fn run(data: &[u8], max_read_size: usize, splits: &[u8]) -> Vec<Event> {
         let want = splits
             .get(i % splits.len().max(1))
             .map_or(usize::MAX, |&s| usize::from(s) + 1);
-        let buf = ws.read_buf();
-        let n = buf.len().min(want).min(data.len() - fed);
-        buf[..n].copy_from_slice(&data[fed..fed + n]);
+        // Every other read through the room as uninitialised memory, as a `recv` into spare
+        // capacity would write it: the same room, the same events.
+        let n = if i % 2 == 1 {
+            let mut room = ws.read_spare();
+            let n = room.remaining_mut().min(want).min(data.len() - fed);
+            room.put_slice(&data[fed..fed + n]);
+            n
+        } else {
+            let buf = ws.read_buf();
+            let n = buf.len().min(want).min(data.len() - fed);
+            buf[..n].copy_from_slice(&data[fed..fed + n]);
+            n
+        };
         ws.handle_read(n);
         fed += n;
         i += 1;

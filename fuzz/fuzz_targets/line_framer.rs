@@ -1,7 +1,9 @@
-//! Arbitrary bytes into a line stream with arbitrary read splits. Checks: no panic; the lines
-//! (and any error) do not depend on the splits; no line contains the CRLF delimiter.
+//! Arbitrary bytes into a line stream with arbitrary read splits, every other read through
+//! `read_spare`. Checks: no panic; the lines (and any error) do not depend on the splits; no
+//! line contains the CRLF delimiter.
 #![no_main]
 
+use bytes::BufMut;
 use feedwire_core::{Delimiter, LineClient, LineEvent};
 use libfuzzer_sys::fuzz_target;
 
@@ -13,9 +15,19 @@ fn run(data: &[u8], max_read_size: usize, splits: &[u8]) -> Vec<LineEvent> {
         let want = splits
             .get(i % splits.len().max(1))
             .map_or(usize::MAX, |&s| usize::from(s) + 1);
-        let buf = c.read_buf();
-        let n = buf.len().min(want).min(data.len() - fed);
-        buf[..n].copy_from_slice(&data[fed..fed + n]);
+        // Every other read through the room as uninitialised memory, as a `recv` into spare
+        // capacity would write it: the same room, the same events.
+        let n = if i % 2 == 1 {
+            let mut room = c.read_spare();
+            let n = room.remaining_mut().min(want).min(data.len() - fed);
+            room.put_slice(&data[fed..fed + n]);
+            n
+        } else {
+            let buf = c.read_buf();
+            let n = buf.len().min(want).min(data.len() - fed);
+            buf[..n].copy_from_slice(&data[fed..fed + n]);
+            n
+        };
         c.handle_read(n);
         fed += n;
         i += 1;

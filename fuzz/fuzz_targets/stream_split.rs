@@ -1,6 +1,7 @@
 //! Arbitrary peer bytes into a whole `Stream` (Binance over WebSocket after a completed
 //! handshake with one subscription pending, or Betfair lines after the greeting and
-//! authentication), fed with arbitrary read splits. Data messages take the stream's fast path
+//! authentication), fed with arbitrary read splits (every other read through `read_spare`, the
+//! same room uninitialised). Data messages take the stream's fast path
 //! and everything else the general one; checks: no panic, and the events (payloads included)
 //! do not depend on the splits, nor on whether data messages are queued or lent
 //! (`handle_read_with`; a lent message is recorded as the `Data` event it stands for). With a
@@ -11,7 +12,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use feedwire_core::testing::accept_response;
 use feedwire_core::{
     BetfairAuth, PlannedReconnect, Stream, StreamConfig, StreamEvent, TransportCommand, WsConfig,
@@ -40,9 +41,19 @@ fn feed(
         let want = splits
             .get(i % splits.len().max(1))
             .map_or(usize::MAX, |&n| usize::from(n) + 1);
-        let buf = s.read_buf();
-        let n = buf.len().min(want).min(data.len() - fed);
-        buf[..n].copy_from_slice(&data[fed..fed + n]);
+        // Every other read through the room as uninitialised memory, as a `recv` into spare
+        // capacity would write it: the same room, the same events.
+        let n = if i % 2 == 1 {
+            let mut room = s.read_spare().expect("connected");
+            let n = room.remaining_mut().min(want).min(data.len() - fed);
+            room.put_slice(&data[fed..fed + n]);
+            n
+        } else {
+            let buf = s.read_buf();
+            let n = buf.len().min(want).min(data.len() - fed);
+            buf[..n].copy_from_slice(&data[fed..fed + n]);
+            n
+        };
         if lend {
             s.handle_read_with(n, now, |d| {
                 let event = StreamEvent::Data {

@@ -22,8 +22,10 @@
 //! [`RecvLowWater`] stays at 1 byte, the default. A mark the receive buffer cannot hold
 //! twice over is never set (see [`RecvLowWater`]).
 //!
-//! This crate holds one `setsockopt`, one `getsockopt` and one `recv` call, `unsafe` each
-//! (blocking mode, the receive timeout and `sendmsg` go through socket2's safe calls); the
+//! This crate holds one `setsockopt`, one `getsockopt` and one `recv` call, `unsafe` each, and
+//! one `advance_mut` past what `recv` wrote into a buffer's uninitialised spare room
+//! ([`SweepingReads::read_spare`]; blocking mode, the receive timeout and `sendmsg` go
+//! through socket2's safe calls); the
 //! only other `unsafe` in the workspace is core's: its AVX2 and AVX-512 ASCII checks and line
 //! maps (`lines/newlines.rs`).
 

@@ -27,6 +27,8 @@
 use std::io::{self, IoSlice};
 use std::time::Duration;
 
+use bytes::BufMut;
+
 use crate::{AsSocket, RecvLowWater};
 
 /// The receive timeout of a socket in sweeping mode: the longest a read made blocking could
@@ -130,22 +132,52 @@ impl SweepingReads {
         if !self.enabled {
             return plain(buf);
         }
-        if std::mem::take(&mut self.may_sweep) {
-            return match sys::recv(sock, buf, false) {
-                Err(e)
-                    if matches!(
+        let sweep = std::mem::take(&mut self.may_sweep);
+        let read = sys::recv(sock, buf, !sweep);
+        self.counted(sweep, read)
+    }
+
+    /// [`read`](Self::read) into `buf`'s spare room, uninitialised memory (nothing is zeroed
+    /// before the kernel writes it), advancing `buf` past the bytes read: one system call into
+    /// its first [`chunk_mut`](BufMut::chunk_mut) (all of the room a read buffer offers, e.g.
+    /// a `BytesMut` limited to the read's size). Why: a reader in safe Rust zeroes every byte
+    /// before it is read into whenever it cannot reuse bytes already initialised — each lap of
+    /// a read buffer whose messages were cut out and handed on, a `memset` a byte received.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read); `Unsupported` on a socket not [enabled](Self::enable) (read it
+    /// plainly, into initialised bytes).
+    #[inline]
+    pub fn read_spare(
+        &mut self,
+        sock: &(impl AsSocket + ?Sized),
+        buf: &mut impl BufMut,
+    ) -> io::Result<usize> {
+        if !self.enabled {
+            return Err(io::ErrorKind::Unsupported.into());
+        }
+        let sweep = std::mem::take(&mut self.may_sweep);
+        let read = sys::recv_spare(sock, buf, !sweep);
+        self.counted(sweep, read)
+    }
+
+    /// A read's result, a sweeping read that found nothing counted as a stall.
+    #[inline(always)]
+    fn counted(&mut self, swept: bool, read: io::Result<usize>) -> io::Result<usize> {
+        match read {
+            Err(e)
+                if swept
+                    && matches!(
                         e.kind(),
                         io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                     ) =>
-                {
-                    self.stalls += 1;
-                    stalled(self.stalls);
-                    Err(io::ErrorKind::WouldBlock.into())
-                }
-                done => done,
-            };
+            {
+                self.stalls += 1;
+                stalled(self.stalls);
+                Err(io::ErrorKind::WouldBlock.into())
+            }
+            done => done,
         }
-        sys::recv(sock, buf, true)
     }
 
     /// Writes `bufs` without waiting (`WouldBlock` when the send buffer is full). `plain`
@@ -187,6 +219,8 @@ mod sys {
     use std::io::{self, IoSlice};
     use std::os::fd::{AsFd, AsRawFd};
 
+    use bytes::BufMut;
+
     use socket2::SockRef;
 
     /// Blocking mode, with the [`super::STALL_BOUND`] receive timeout.
@@ -203,29 +237,59 @@ mod sys {
         SockRef::from(&fd).set_nonblocking(true)
     }
 
-    /// `recv`, with `MSG_DONTWAIT` when `nowait`.
+    /// `recv` into `buf`, with `MSG_DONTWAIT` when `nowait`.
     #[allow(
         unsafe_code,
-        reason = "socket2's recv takes uninitialised bytes; ours are not"
+        reason = "one recv for initialised and uninitialised bytes alike"
     )]
     pub(super) fn recv(
         sock: &(impl AsFd + ?Sized),
         buf: &mut [u8],
         nowait: bool,
     ) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the whole call.
+        unsafe { recv_raw(sock, buf.as_mut_ptr(), buf.len(), nowait) }
+    }
+
+    /// `recv` into `buf`'s first chunk of spare room, then `buf` advanced past the bytes
+    /// read, with `MSG_DONTWAIT` when `nowait`.
+    #[allow(
+        unsafe_code,
+        reason = "a BufMut's spare room is uninitialised: written by the kernel, then advanced"
+    )]
+    pub(super) fn recv_spare(
+        sock: &(impl AsFd + ?Sized),
+        buf: &mut impl BufMut,
+        nowait: bool,
+    ) -> io::Result<usize> {
+        let chunk = buf.chunk_mut();
+        let len = chunk.len();
+        // SAFETY: `chunk` is `buf`'s spare room, valid for writes of `len` bytes (initialised
+        // or not) while `buf` is borrowed, which it is for the whole call.
+        let n = unsafe { recv_raw(sock, chunk.as_mut_ptr(), len, nowait)? };
+        // SAFETY: the kernel initialised the first `n` bytes of the chunk (`recv` returns
+        // what it wrote, at most `len`), the first bytes of `buf`'s spare room.
+        unsafe { buf.advance_mut(n) };
+        Ok(n)
+    }
+
+    /// `recv` into the `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for writes of `len` bytes for the duration of the call.
+    #[allow(unsafe_code, reason = "the recv system call")]
+    unsafe fn recv_raw(
+        sock: &(impl AsFd + ?Sized),
+        ptr: *mut u8,
+        len: usize,
+        nowait: bool,
+    ) -> io::Result<usize> {
         let flags = if nowait { libc::MSG_DONTWAIT } else { 0 };
         let fd = sock.as_fd();
         // SAFETY: `fd` is borrowed from a live socket for the whole call, so it stays open;
-        // `buf` is valid for writes of `buf.len()` bytes for the duration of the call, and
-        // the kernel writes at most that many.
-        let n = unsafe {
-            libc::recv(
-                fd.as_raw_fd(),
-                buf.as_mut_ptr().cast::<libc::c_void>(),
-                buf.len(),
-                flags,
-            )
-        };
+        // the caller promises `ptr` valid for writes of `len` bytes, and the kernel writes
+        // at most that many.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), ptr.cast::<libc::c_void>(), len, flags) };
         // A negative count is the one error value; anything else fits `usize`.
         usize::try_from(n).map_err(|_| io::Error::last_os_error())
     }
@@ -256,6 +320,14 @@ mod sys {
     pub(super) fn recv(
         _sock: &(impl super::AsSocket + ?Sized),
         _buf: &mut [u8],
+        _nowait: bool,
+    ) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    pub(super) fn recv_spare(
+        _sock: &(impl super::AsSocket + ?Sized),
+        _buf: &mut impl bytes::BufMut,
         _nowait: bool,
     ) -> io::Result<usize> {
         Err(io::ErrorKind::Unsupported.into())
@@ -411,5 +483,43 @@ mod tests {
             })
             .unwrap();
         assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn a_spare_read_fills_uninitialised_room_and_advances_past_it() {
+        let (client, mut server, mut poll, mut reads) = sweeping_pair();
+        socket2::SockRef::from(&client)
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut events = mio::Events::with_capacity(4);
+        let sent: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+        server.write_all(&sent).unwrap();
+        poll.poll(&mut events, Some(Duration::from_secs(5)))
+            .unwrap();
+        reads.readable();
+        let (block, reads) = within_5s(move || {
+            let mut block = bytes::BytesMut::with_capacity(8192);
+            block.extend_from_slice(b"kept");
+            // Room for 2,000 bytes: the read takes that many and leaves the rest queued.
+            let mut room = (&mut block).limit(2000);
+            assert_eq!(reads.read_spare(&client, &mut room).unwrap(), 2000);
+            let mut room = (&mut block).limit(5000);
+            assert_eq!(reads.read_spare(&client, &mut room).unwrap(), 1000);
+            // Nothing left: the next read must not wait.
+            let err = reads.read_spare(&client, &mut room).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+            (block, reads)
+        });
+        assert_eq!(&block[..4], b"kept");
+        assert_eq!(&block[4..], &sent[..]);
+        assert_eq!(reads.stalls(), 0);
+        // A reader that did not enable sweeping refuses: its caller reads plainly.
+        let (plain, _server) = pair();
+        let mut room = bytes::BytesMut::with_capacity(16);
+        let err = SweepingReads::default()
+            .read_spare(&plain, &mut room)
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::Unsupported);
+        assert!(room.is_empty());
     }
 }

@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use feedwire_core::{
     Answer, AwaitedAnswers, DataHandler, HandshakeOnly, LendingInput, Stream, StreamEvent,
     StreamInput, TlsSession, TransportCommand, WriteQueue, ADDRESS_FALLBACK,
@@ -189,14 +189,29 @@ pub(crate) fn read<H: DataHandler>(
             e.readable = false;
             return;
         }
-        // Into the TLS session's buffer (ciphertext) or straight into the stream's.
-        let buf = match sock.tls.as_deref_mut() {
-            Some(tls) => tls.read_buf(),
-            None => e.stream.read_buf(),
-        };
-        let offered = buf.len();
+        // Into the TLS session's buffer (ciphertext) or straight into the stream's: a sweeping
+        // socket into its room as uninitialised memory (a queueing stream's block is not
+        // zeroed a lap), else into the room as bytes.
         let tcp = &sock.tcp;
-        let n = match sock.reads.read(tcp, buf, |b| (&*tcp).read(b)) {
+        let spare = match sock.tls {
+            None if sock.reads.is_enabled() => e.stream.read_spare(),
+            _ => None,
+        };
+        let (read, offered) = match (spare, sock.tls.as_deref_mut()) {
+            (Some(mut room), _) => {
+                let offered = room.remaining_mut();
+                (sock.reads.read_spare(tcp, &mut room), offered)
+            }
+            (None, tls) => {
+                let buf = match tls {
+                    Some(tls) => tls.read_buf(),
+                    None => e.stream.read_buf(),
+                };
+                let offered = buf.len();
+                (sock.reads.read(tcp, buf, |b| (&*tcp).read(b)), offered)
+            }
+        };
+        let n = match read {
             Ok(0) => {
                 if let Some(tls) = sock.tls.as_deref_mut() {
                     let _ = tls.handle_eof(&mut StreamInput {

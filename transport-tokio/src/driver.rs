@@ -24,7 +24,7 @@ use crate::handle::{
 };
 use crate::io::{open, Conn, OpenError};
 use crate::registered::Registered;
-use crate::socket::Socket;
+use crate::socket::{Room, Socket};
 
 /// Most bytes read per wake-up, so that one busy stream leaves the runtime to others (a
 /// command ends the wake-up's reads sooner).
@@ -689,12 +689,16 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
             let (tls, stream, offered_len) =
                 (conn.tls.as_deref_mut(), &mut self.stream, &mut offered);
             let buf = move || {
-                let buf = match tls {
-                    Some(tls) => tls.read_buf(),
-                    None => stream.read_buf(),
+                let room = match tls {
+                    Some(tls) => Room::Bytes(tls.read_buf()),
+                    // Uninitialised: a queueing stream's block is not zeroed a lap.
+                    None => match stream.read_spare() {
+                        Some(spare) => Room::Spare(spare),
+                        None => Room::Bytes(&mut []),
+                    },
                 };
-                *offered_len = buf.len();
-                buf
+                *offered_len = room.len();
+                room
             };
             // Registered before every wait that reads; a move that fails is the socket's
             // error.

@@ -12,6 +12,8 @@ use std::io::{self, IoSlice, Write};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use bytes::BufMut;
+use feedwire_core::ReadSpare;
 use feedwire_sockopt::{RecvLowWater, SweepingReads};
 use tokio::io::{AsyncRead, Interest, ReadBuf};
 use tokio::net::TcpStream;
@@ -86,6 +88,25 @@ pub(crate) enum Socket {
     Lost,
 }
 
+/// Where a read goes: bytes (a TLS session's ciphertext buffer, initialised), or a stream's
+/// read buffer as uninitialised spare room ([`ReadSpare`]: a queueing stream's block is not
+/// zeroed before each lap).
+#[derive(Debug)]
+pub(crate) enum Room<'b> {
+    Bytes(&'b mut [u8]),
+    Spare(ReadSpare<'b>),
+}
+
+impl Room<'_> {
+    /// Bytes offered.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Bytes(buf) => buf.len(),
+            Self::Spare(spare) => spare.remaining_mut(),
+        }
+    }
+}
+
 impl Socket {
     /// Takes the socket out of the reactor (if it is in).
     #[inline]
@@ -141,44 +162,50 @@ impl Socket {
         Ok(())
     }
 
-    /// Reads into the buffer `buf` gives once the socket is readable (registered again if it
-    /// was parked): `Pending` holds the task's waker. `buf` is called only when readiness says
-    /// there is something to read, at most once: a quiet stream's read buffer was given back
-    /// (`release_read_memory`), and asking for it would allocate one again just to find
-    /// nothing. A read that filled less than the buffer (or found nothing) clears the
-    /// socket's readiness: new bytes raise a new event, so no read is made only to find the
-    /// socket empty.
+    /// Reads into the room `room` gives once the socket is readable (registered again if it
+    /// was parked): `Pending` holds the task's waker. `room` is called only when readiness
+    /// says there is something to read, at most once: a quiet stream's read buffer was given
+    /// back (`release_read_memory`), and asking for it would allocate one again just to find
+    /// nothing. A read that filled less than the room (or found nothing) clears the socket's
+    /// readiness: new bytes raise a new event, so no read is made only to find the socket
+    /// empty.
     #[inline]
     pub(crate) fn poll_read<'b>(
         &mut self,
         cx: &mut Context<'_>,
         sweep: &mut Sweep,
-        buf: impl FnOnce() -> &'b mut [u8],
+        room: impl FnOnce() -> Room<'b>,
     ) -> Poll<io::Result<usize>> {
         let sock = self.registered(sweep)?;
-        if !sweep.reads.is_enabled() {
-            ready!(sock.poll_read_ready(cx))?;
+        let sweeping = sweep.reads.is_enabled();
+        ready!(sock.poll_read_ready(cx))?;
+        let mut room = room();
+        if let (Room::Bytes(buf), false) = (&mut room, sweeping) {
             // tokio's own read clears readiness after a short read (and waits again, the
             // buffer kept, when readiness was stale).
-            let mut read_buf = ReadBuf::new(buf());
+            let mut read_buf = ReadBuf::new(buf);
             ready!(Pin::new(sock).poll_read(cx, &mut read_buf))?;
             return Poll::Ready(Ok(read_buf.filled().len()));
         }
         let sock: &TcpStream = sock;
-        ready!(sock.poll_read_ready(cx))?;
-        let buf = buf();
-        let offered = buf.len();
+        let offered = room.len();
         loop {
-            if std::mem::take(&mut sweep.cleared) {
+            if sweeping && std::mem::take(&mut sweep.cleared) {
                 sweep.reads.readable();
             }
             let mut short = None;
             // A short read is returned to `try_io` as `WouldBlock` so that it clears the
             // readiness, and its count kept aside.
             let result = sock.try_io(Interest::READABLE, || {
-                let n = sweep
-                    .reads
-                    .read(sock, buf, |_| Err(io::ErrorKind::Unsupported.into()))?;
+                let n = match &mut room {
+                    Room::Bytes(buf) => sweep
+                        .reads
+                        .read(sock, buf, |_| Err(io::ErrorKind::Unsupported.into()))?,
+                    Room::Spare(spare) if sweeping => sweep.reads.read_spare(sock, spare)?,
+                    // tokio's read into uninitialised memory, within this `try_io` (its own
+                    // clears nothing after a short read).
+                    Room::Spare(spare) => sock.try_read_buf(spare)?,
+                };
                 if n > 0 && n < offered {
                     short = Some(n);
                     return Err(io::ErrorKind::WouldBlock.into());
@@ -188,7 +215,9 @@ impl Socket {
             match result {
                 Ok(n) => return Poll::Ready(Ok(n)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    sweep.cleared = true;
+                    if sweeping {
+                        sweep.cleared = true;
+                    }
                     if let Some(n) = short {
                         return Poll::Ready(Ok(n));
                     }
@@ -330,7 +359,7 @@ mod tests {
     /// Polls a read once, with a waker that does nothing.
     fn poll_once(sock: &mut Socket, sweep: &mut Sweep, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        sock.poll_read(&mut cx, sweep, move || buf)
+        sock.poll_read(&mut cx, sweep, move || Room::Bytes(buf))
     }
 
     /// Reads until one returns bytes (within 5 s; each `Pending` yields to the runtime so
@@ -338,7 +367,7 @@ mod tests {
     async fn read_some(sock: &mut Socket, sweep: &mut Sweep, buf: &mut [u8]) -> usize {
         let wait = std::future::poll_fn(|cx| {
             let buf = &mut *buf;
-            sock.poll_read(cx, sweep, move || buf)
+            sock.poll_read(cx, sweep, move || Room::Bytes(buf))
         });
         tokio::time::timeout(std::time::Duration::from_secs(5), wait)
             .await
@@ -412,7 +441,7 @@ mod tests {
             let mut cx = Context::from_waker(std::task::Waker::noop());
             let poll = sock.poll_read(&mut cx, &mut sweep, || {
                 asked += 1;
-                &mut buf[..]
+                Room::Bytes(&mut buf[..])
             });
             assert!(poll.is_pending());
             tokio::task::yield_now().await;
@@ -422,7 +451,7 @@ mod tests {
         let wait = std::future::poll_fn(|cx| {
             sock.poll_read(cx, &mut sweep, || {
                 asked += 1;
-                &mut buf[..]
+                Room::Bytes(&mut buf[..])
             })
         });
         let n = tokio::time::timeout(std::time::Duration::from_secs(5), wait)
@@ -441,6 +470,70 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_plain_socket_asks_for_a_buffer_only_when_readable() {
         asks_for_a_buffer_only_when_readable(false).await;
+    }
+
+    /// Reads into `block`'s spare room, at most `limit` bytes, until a read returns bytes
+    /// (within 5 s).
+    async fn read_spare_some(
+        sock: &mut Socket,
+        sweep: &mut Sweep,
+        block: &mut bytes::BytesMut,
+        limit: usize,
+    ) -> usize {
+        let wait = std::future::poll_fn(|cx| {
+            sock.poll_read(cx, sweep, || Room::Spare((&mut *block).limit(limit)))
+        });
+        tokio::time::timeout(std::time::Duration::from_secs(5), wait)
+            .await
+            .expect("bytes were written")
+            .unwrap()
+    }
+
+    /// A stream's read buffer is read into as uninitialised spare room, sweeping or not: the
+    /// bytes land after what the block holds, a read stops at the room's limit, and a short
+    /// one clears readiness like a read into bytes.
+    async fn spare_reads(sweeping: bool) {
+        let (mut sock, mut server) = pair();
+        let Socket::Registered(registered) = &sock else {
+            unreachable!()
+        };
+        let mut sweep = Sweep::new(registered, false);
+        assert_eq!(sweep.is_enabled(), sweeping);
+        let mut block = bytes::BytesMut::with_capacity(64);
+        block.extend_from_slice(b"kept:");
+        server.write_all(b"abc").unwrap();
+        assert_eq!(
+            read_spare_some(&mut sock, &mut sweep, &mut block, 16).await,
+            3
+        );
+        assert_eq!(&block[..], b"kept:abc");
+        // Short: readiness cleared, the next poll waits (and asks for no room).
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let poll = sock.poll_read(&mut cx, &mut sweep, || -> Room<'_> {
+            panic!("room asked for with nothing to read")
+        });
+        assert!(poll.is_pending());
+        server.write_all(&[b'x'; 20]).unwrap();
+        assert_eq!(
+            read_spare_some(&mut sock, &mut sweep, &mut block, 16).await,
+            16
+        );
+        assert_eq!(
+            read_spare_some(&mut sock, &mut sweep, &mut block, 16).await,
+            4
+        );
+        assert_eq!(&block[8..], &[b'x'; 20][..]);
+        assert_eq!(sweep.stalls(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_sweeping_socket_reads_into_spare_room() {
+        spare_reads(true).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_plain_socket_reads_into_spare_room() {
+        spare_reads(false).await;
     }
 
     /// On a multi-thread runtime another worker's driver may report readiness while the

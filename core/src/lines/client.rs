@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::framer::{Delimiter, LineFramer};
 use crate::error::LineError;
 use crate::offer::{offer_in_order, Offered, Take, TakeNothing};
-use crate::read_buffer::ReadBuffer;
+use crate::read_buffer::{ReadBuffer, ReadSpare};
 use crate::transmit::TransmitQueue;
 
 /// An event from [`LineClient::poll_event`].
@@ -100,10 +100,17 @@ impl LineClient {
         self.rb.read_buf()
     }
 
-    /// The transport wrote `n` bytes into [`read_buf`](Self::read_buf).
+    /// [`read_buf`](Self::read_buf)'s room as uninitialised memory, for a transport that can
+    /// read into it (see [`ReadSpare`]): the same bytes offered, without zeroing them first.
+    pub fn read_spare(&mut self) -> ReadSpare<'_> {
+        self.rb.read_spare()
+    }
+
+    /// The transport wrote `n` bytes into [`read_buf`](Self::read_buf) (or through
+    /// [`read_spare`](Self::read_spare)).
     ///
     /// # Panics
-    /// If `n` exceeds the slice `read_buf` returned (a transport bug).
+    /// If `n` exceeds what the transport wrote into the room it was offered (a transport bug).
     pub fn handle_read(&mut self, n: usize) {
         self.handle_read_offering(n, &mut TakeNothing);
     }

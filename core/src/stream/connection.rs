@@ -9,6 +9,7 @@ use crate::config::WsConfig;
 use crate::error::{close_code, ConfigError, LineError, StreamError};
 use crate::lines::{Delimiter, LineClient, LineEvent};
 use crate::offer::Take;
+use crate::read_buffer::ReadSpare;
 use crate::rng::Seed;
 use crate::ws::{CloseInitiator, Event, MessageKind, WebSocketClient};
 
@@ -53,6 +54,13 @@ impl Connection {
         match self {
             Self::Ws(c) => c.read_buf(),
             Self::Lines(c) => c.read_buf(),
+        }
+    }
+
+    pub(crate) fn read_spare(&mut self) -> ReadSpare<'_> {
+        match self {
+            Self::Ws(c) => c.read_spare(),
+            Self::Lines(c) => c.read_spare(),
         }
     }
 

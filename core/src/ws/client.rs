@@ -16,7 +16,7 @@ use crate::error::{close_code, ConfigError, Error, HandshakeError, SendError};
 use crate::frame::Opcode;
 use crate::handshake::{accept_key, build_request, encode_key, parse_response, ParsedResponse};
 use crate::offer::{offer_in_order, Offered, Take, TakeNothing};
-use crate::read_buffer::ReadBuffer;
+use crate::read_buffer::{ReadBuffer, ReadSpare};
 use crate::rng::{MaskRng, Seed};
 use crate::text_lane::{in_vectors, Lane, TextCheck};
 use crate::transmit::TransmitQueue;
@@ -240,12 +240,18 @@ impl WebSocketClient {
         self.rb.read_buf()
     }
 
-    /// The transport wrote `n` bytes at the start of [`read_buf`](Self::read_buf); decodes
-    /// everything complete. Every message whose last byte is among them is queued as an event
-    /// before this returns.
+    /// [`read_buf`](Self::read_buf)'s room as uninitialised memory, for a transport that can
+    /// read into it (see [`ReadSpare`]): the same bytes offered, without zeroing them first.
+    pub fn read_spare(&mut self) -> ReadSpare<'_> {
+        self.rb.read_spare()
+    }
+
+    /// The transport wrote `n` bytes at the start of [`read_buf`](Self::read_buf) (or through
+    /// [`read_spare`](Self::read_spare)); decodes everything complete. Every message whose
+    /// last byte is among them is queued as an event before this returns.
     ///
     /// # Panics
-    /// If `n` exceeds the length of the slice `read_buf` returned (a transport bug).
+    /// If `n` exceeds what the transport wrote into the room it was offered (a transport bug).
     pub fn handle_read(&mut self, n: usize) {
         self.rb.commit(n);
         self.process(&mut TakeNothing);
