@@ -17,14 +17,14 @@
 //! as a server writing the whole stream at once would (full 16 KiB records; `--record N`
 //! encrypts N wire bytes per record instead, as a server writing message by message would),
 //! untimed; the timed part is the client's [`TlsSession`] taking the ciphertext in pieces of
-//! its own read size and moving the plaintext into the stream, which lends its messages —
-//! decryption and every copy the TLS layer makes included.
+//! its own read size and moving the plaintext into the stream, which lends its messages (with
+//! `--queue`, queues them as events) — decryption and every copy the TLS layer makes included.
 //!
 //! `--spare` writes each read through `Stream::read_spare` (the read buffer's room as
 //! uninitialised memory, as a `recv` into spare capacity would) instead of `read_buf` (the
 //! same room, zeroed first where it is new).
 //!
-//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend] [--spare] [--nexus | --limit | --limit-utf8] [--tls [--record N]]`
+//! `cargo run --release -p feedwire-bench --example in_memory -- small_aggtrade [--count N] [--repeat R] [--lend] [--spare] [--nexus | --limit | --limit-utf8] [--tls [--record N] [--queue]]`
 #![allow(clippy::print_stdout, reason = "a benchmark reports to the terminal")]
 
 use std::io::{Read, Write};
@@ -249,7 +249,7 @@ impl TlsPair {
             }
             server_take(&mut server, &to_server)?;
             let to_client = server_output(&mut server);
-            feed_ciphertext(&mut client, None, &to_client, &mut nothing);
+            feed_ciphertext(&mut client, None, &to_client, &mut nothing, true);
         }
         Ok(Self { client, server })
     }
@@ -306,6 +306,7 @@ fn feed_ciphertext(
     mut stream: Option<&mut Stream>,
     ciphertext: &[u8],
     count: &mut Count,
+    lend: bool,
 ) {
     let now = Instant::now();
     let mut fed = 0;
@@ -322,7 +323,7 @@ fn feed_ciphertext(
         let input = &mut LendingInput {
             stream: s,
             now,
-            handler: Some(count),
+            handler: lend.then_some(&mut *count),
         };
         tls.handle_read(n, input)
             .expect("the in-memory server sends valid TLS");
@@ -341,6 +342,7 @@ fn run_tls(
     scenario: Scenario,
     wire: &[u8],
     record: usize,
+    lend: bool,
 ) -> Result<(usize, usize, u128), String> {
     let now = Instant::now();
     let mut pair = TlsPair::handshake(pki)?;
@@ -348,7 +350,13 @@ fn run_tls(
     let ciphertext = pair.encrypt(wire, record);
     let mut count = Count::default();
     let started = Instant::now();
-    feed_ciphertext(&mut pair.client, Some(&mut s), &ciphertext, &mut count);
+    feed_ciphertext(
+        &mut pair.client,
+        Some(&mut s),
+        &ciphertext,
+        &mut count,
+        lend,
+    );
     let elapsed = started.elapsed().as_nanos();
     Ok((count.messages, count.payload_bytes, elapsed))
 }
@@ -387,7 +395,7 @@ fn open_stream_over_tls(
 
 /// What `--help` prints.
 const USAGE: &str = "usage: in_memory SCENARIO [--count N] [--repeat R] \
-[--lend] [--spare] [--nexus | --limit | --limit-utf8] [--tls [--record N]]";
+[--lend] [--spare] [--nexus | --limit | --limit-utf8] [--tls [--record N] [--queue]]";
 
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
@@ -398,8 +406,8 @@ fn main() -> Result<(), String> {
     }
     let scenario = Scenario::from_name(&name).ok_or_else(|| format!("unknown scenario {name}"))?;
     let (mut count, mut repeat) = (scenario.default_count(), 5);
-    let (mut lend, mut nexus, mut limit, mut limit_utf8, mut tls, mut spare) =
-        (false, false, false, false, false, false);
+    let (mut lend, mut nexus, mut limit, mut limit_utf8, mut tls, mut spare, mut queue) =
+        (false, false, false, false, false, false, false);
     let mut record = 16 * 1024;
     while let Some(flag) = args.next() {
         match flag.as_str() {
@@ -411,11 +419,12 @@ fn main() -> Result<(), String> {
             "--limit-utf8" if !scenario.is_lines() => limit_utf8 = true,
             "--limit-utf8" => return Err("--limit-utf8: WebSocket scenarios only".to_owned()),
             "--tls" => tls = true,
+            "--queue" => queue = true,
             _ => {}
         }
         if matches!(
             flag.as_str(),
-            "--lend" | "--spare" | "--nexus" | "--limit" | "--limit-utf8" | "--tls"
+            "--lend" | "--spare" | "--nexus" | "--limit" | "--limit-utf8" | "--tls" | "--queue"
         ) {
             continue;
         }
@@ -439,7 +448,7 @@ fn main() -> Result<(), String> {
     let mut best = f64::MAX;
     for _ in 0..repeat {
         let (messages, payload_bytes, elapsed) = if let Some(pki) = pki.as_ref() {
-            run_tls(pki, scenario, &bytes, record)?
+            run_tls(pki, scenario, &bytes, record, !queue)?
         } else {
             let now = Instant::now();
             let mut s = open_stream(scenario, now);

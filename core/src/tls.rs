@@ -25,6 +25,8 @@ use rustls::pki_types::ServerName;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use rustls::{ClientConfig, RootCertStore};
 
+use crate::read_buffer::ReadRoom;
+
 /// Ciphertext bytes offered per socket read, at least (one TLS record is at most ~16.7 KiB),
 /// once the reads have ramped up from [`FIRST_READ`].
 const CIPHERTEXT_READ: usize = 64 * 1024;
@@ -105,7 +107,15 @@ impl From<&TlsError> for TlsFailure {
 pub trait PlaintextSink {
     /// Space for the next plaintext bytes.
     fn read_buf(&mut self) -> &mut [u8];
-    /// `n` bytes were written at the start of `read_buf`.
+    /// The room for the next plaintext bytes as the session fills it: by default
+    /// [`read_buf`](Self::read_buf)'s bytes; a sink with an engine's read buffer behind it
+    /// gives the same room as uninitialised memory ([`ReadRoom::Spare`]), which the session
+    /// copies into with [`put_slice`](bytes::BufMut::put_slice) — so that a queueing stream's
+    /// block is not zeroed before each lap.
+    fn read_room(&mut self) -> ReadRoom<'_> {
+        ReadRoom::Bytes(self.read_buf())
+    }
+    /// `n` bytes were written at the start of `read_buf` (or into `read_room`'s room).
     fn handle_read(&mut self, n: usize);
     /// Whether the engine takes input now (a closed stream takes none, nor does one not yet
     /// told it is connected).
@@ -125,12 +135,13 @@ pub trait PlaintextSink {
     fn feed(&mut self, data: &[u8]) -> usize {
         let mut taken = 0;
         while taken < data.len() && self.accepts_input() {
-            let dst = self.read_buf();
-            let n = dst.len().min(data.len() - taken);
+            let rest = &data[taken..];
+            let mut room = self.read_room();
+            let n = room.len().min(rest.len());
+            room.write(0, &rest[..n]);
             if n == 0 {
                 break;
             }
-            dst[..n].copy_from_slice(&data[taken..taken + n]);
             self.handle_read(n);
             taken += n;
         }
@@ -417,7 +428,7 @@ impl TlsSession {
     /// Plaintext held from before goes first; while the sink takes no input, plaintext is held.
     fn process_records(&mut self, sink: &mut impl PlaintextSink) -> Result<(), TlsError> {
         self.feed_held(sink);
-        let mut space: &mut [u8] = &mut [];
+        let mut space = ReadRoom::Bytes(&mut []);
         let mut filled = 0;
         let result = loop {
             let UnbufferedStatus { mut discard, state } = self
@@ -445,15 +456,15 @@ impl TlsSession {
                         discard += record.discard;
                         let mut rest = record.payload;
                         while !rest.is_empty() {
-                            if filled == space.len() {
+                            if space.left(filled) == 0 {
                                 // Full (or none yet): the sink hears of what it holds.
-                                space = &mut [];
+                                space = ReadRoom::Bytes(&mut []);
                                 if filled > 0 {
                                     sink.handle_read(filled);
                                     filled = 0;
                                 }
                                 if self.held.is_empty() && sink.accepts_input() {
-                                    space = sink.read_buf();
+                                    space = sink.read_room();
                                 }
                                 if space.is_empty() {
                                     if let Err(e) = hold(&mut self.held, rest) {
@@ -462,8 +473,8 @@ impl TlsSession {
                                     break;
                                 }
                             }
-                            let n = (space.len() - filled).min(rest.len());
-                            space[filled..filled + n].copy_from_slice(&rest[..n]);
+                            let n = space.left(filled).min(rest.len());
+                            space.write(filled, &rest[..n]);
                             filled += n;
                             rest = &rest[n..];
                         }
@@ -660,6 +671,10 @@ impl PlaintextSink for crate::WebSocketClient {
         crate::WebSocketClient::read_buf(self)
     }
 
+    fn read_room(&mut self) -> ReadRoom<'_> {
+        ReadRoom::Spare(crate::WebSocketClient::read_spare(self))
+    }
+
     fn handle_read(&mut self, n: usize) {
         crate::WebSocketClient::handle_read(self, n);
     }
@@ -672,6 +687,10 @@ impl PlaintextSink for crate::WebSocketClient {
 impl PlaintextSink for crate::LineClient {
     fn read_buf(&mut self) -> &mut [u8] {
         crate::LineClient::read_buf(self)
+    }
+
+    fn read_room(&mut self) -> ReadRoom<'_> {
+        ReadRoom::Spare(crate::LineClient::read_spare(self))
     }
 
     fn handle_read(&mut self, n: usize) {
@@ -695,6 +714,10 @@ pub struct StreamInput<'a> {
 impl PlaintextSink for StreamInput<'_> {
     fn read_buf(&mut self) -> &mut [u8] {
         self.stream.read_buf()
+    }
+
+    fn read_room(&mut self) -> ReadRoom<'_> {
+        self.stream.read_room()
     }
 
     fn handle_read(&mut self, n: usize) {
@@ -735,6 +758,10 @@ impl<H: crate::DataHandler + ?Sized> std::fmt::Debug for LendingInput<'_, H> {
 impl<H: crate::DataHandler + ?Sized> PlaintextSink for LendingInput<'_, H> {
     fn read_buf(&mut self) -> &mut [u8] {
         self.stream.read_buf()
+    }
+
+    fn read_room(&mut self) -> ReadRoom<'_> {
+        self.stream.read_room()
     }
 
     fn handle_read(&mut self, n: usize) {

@@ -5,11 +5,13 @@
 use std::io::{Read, Write};
 use std::sync::Arc;
 
+use bytes::{BufMut, BytesMut};
 use feedwire_core::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use feedwire_core::rustls::{self, RootCertStore, ServerConfig, ServerConnection};
 use feedwire_core::testing::{accept_response, server_frame};
 use feedwire_core::{
-    tls_config_with_roots, Event, PlaintextSink, TlsError, TlsSession, WebSocketClient, WsConfig,
+    tls_config_with_roots, Event, PlaintextSink, ReadRoom, TlsError, TlsSession, WebSocketClient,
+    WsConfig,
 };
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 
@@ -441,6 +443,10 @@ struct Collect {
     reads: usize,
     /// Bytes each `read_buf` offers; 0 for 1000.
     read_size: usize,
+    /// The room is offered as uninitialised memory (`ReadRoom::Spare`), as an engine's read
+    /// buffer offers it, in `block`.
+    spare: bool,
+    block: BytesMut,
 }
 
 impl Collect {
@@ -454,20 +460,42 @@ impl Collect {
     }
 }
 
-impl PlaintextSink for Collect {
-    fn read_buf(&mut self) -> &mut [u8] {
-        // By default a small, odd read size: records are handed over in many pieces.
-        let size = if self.read_size == 0 {
+impl Collect {
+    /// By default a small, odd read size: records are handed over in many pieces.
+    fn size(&self) -> usize {
+        if self.read_size == 0 {
             1000
         } else {
             self.read_size
-        };
+        }
+    }
+}
+
+impl PlaintextSink for Collect {
+    fn read_buf(&mut self) -> &mut [u8] {
+        let size = self.size();
         self.space.resize(size, 0);
         &mut self.space
     }
 
+    fn read_room(&mut self) -> ReadRoom<'_> {
+        if !self.spare {
+            return ReadRoom::Bytes(self.read_buf());
+        }
+        let size = self.size();
+        self.block.clear();
+        self.block.reserve(size);
+        ReadRoom::Spare((&mut self.block).limit(size))
+    }
+
     fn handle_read(&mut self, n: usize) {
-        self.bytes.extend_from_slice(&self.space[..n]);
+        let read = if self.spare {
+            assert_eq!(self.block.len(), n, "the session wrote what it reported");
+            &self.block[..n]
+        } else {
+            &self.space[..n]
+        };
+        self.bytes.extend_from_slice(read);
         self.reads += 1;
     }
 
@@ -735,38 +763,47 @@ fn a_close_we_started_ends_cleanly_when_the_peer_answers() {
 
 #[test]
 fn small_records_reach_the_sink_in_full_reads() {
-    // A server writing message by message: a 100-byte record per message.
-    let (mut tls, mut server) = connected();
-    let sent = text(100 * 100);
-    let mut ciphertext = Vec::new();
-    for message in sent.chunks(100) {
-        server.writer().write_all(message).unwrap();
-        ciphertext.extend_from_slice(&server_output(&mut server));
+    // Into bytes, and into uninitialised room as an engine's read buffer offers it.
+    for spare in [false, true] {
+        // A server writing message by message: a 100-byte record per message.
+        let (mut tls, mut server) = connected();
+        let sent = text(100 * 100);
+        let mut ciphertext = Vec::new();
+        for message in sent.chunks(100) {
+            server.writer().write_all(message).unwrap();
+            ciphertext.extend_from_slice(&server_output(&mut server));
+        }
+        let mut sink = Collect {
+            accepting: true,
+            spare,
+            ..Collect::default()
+        };
+        deliver(&mut tls, &ciphertext, &mut sink).unwrap();
+        assert_eq!(sink.bytes, sent);
+        // The sink's reads are 1000 bytes: ten full reads, not a hundred of one record each.
+        assert_eq!(sink.reads, 10);
     }
-    let mut sink = Collect {
-        accepting: true,
-        ..Collect::default()
-    };
-    deliver(&mut tls, &ciphertext, &mut sink).unwrap();
-    assert_eq!(sink.bytes, sent);
-    // The sink's reads are 1000 bytes: ten full reads, not a hundred of one record each.
-    assert_eq!(sink.reads, 10);
 }
 
 #[test]
 fn full_records_of_one_socket_read_reach_the_sink_as_one_read() {
     // A firehose: 128 KiB written at once go out as eight full 16 KiB records; the session's
     // first read (room for 64 KiB and a record) takes five, the second three.
-    let (mut tls, mut server) = connected();
-    let sent = text(8 * 16 * 1024);
-    server.writer().write_all(&sent).unwrap();
-    let ciphertext = server_output(&mut server);
-    let mut sink = Collect::taking_reads_of(64 * 1024);
-    deliver(&mut tls, &ciphertext, &mut sink).unwrap();
-    assert_eq!(sink.bytes, sent);
-    // The sink's reads are 64 KiB: 80 KiB of plaintext make two, 48 KiB one — not one per
-    // record (eight), each of which would cost the engine more than its messages do.
-    assert_eq!(sink.reads, 3);
+    for spare in [false, true] {
+        let (mut tls, mut server) = connected();
+        let sent = text(8 * 16 * 1024);
+        server.writer().write_all(&sent).unwrap();
+        let ciphertext = server_output(&mut server);
+        let mut sink = Collect {
+            spare,
+            ..Collect::taking_reads_of(64 * 1024)
+        };
+        deliver(&mut tls, &ciphertext, &mut sink).unwrap();
+        assert_eq!(sink.bytes, sent);
+        // The sink's reads are 64 KiB: 80 KiB of plaintext make two, 48 KiB one — not one
+        // per record (eight), each of which would cost the engine more than its messages do.
+        assert_eq!(sink.reads, 3);
+    }
 }
 
 #[test]
@@ -795,11 +832,14 @@ fn plaintext_before_a_bad_record_is_not_lost() {
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
 
-    /// Any split of the ciphertext into reads yields the same plaintext.
+    /// Any split of the ciphertext into reads yields the same plaintext, into bytes or into
+    /// uninitialised room (of any size).
     #[test]
     fn any_split_of_the_ciphertext_yields_the_same_plaintext(
         cuts in proptest::collection::vec(1usize..40_000, 1..40),
         record in 1usize..20_000,
+        spare in proptest::prelude::any::<bool>(),
+        read_size in 0usize..70_000,
     ) {
         let (mut tls, mut server) = connected();
         let sent = text(150_000);
@@ -808,7 +848,7 @@ proptest::proptest! {
             server.writer().write_all(piece).unwrap();
             ciphertext.extend_from_slice(&server_output(&mut server));
         }
-        let mut sink = Collect { accepting: true, ..Collect::default() };
+        let mut sink = Collect { accepting: true, spare, read_size, ..Collect::default() };
         let mut rest = &ciphertext[..];
         for cut in cuts.iter().cycle() {
             if rest.is_empty() {

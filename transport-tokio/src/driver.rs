@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use feedwire_core::rustls::ClientConfig;
 use feedwire_core::{
-    default_tls_config, Answer, AwaitedAnswers, DataHandler, LendingInput, Stream, StreamEvent,
-    StreamInput, TransportCommand,
+    default_tls_config, Answer, AwaitedAnswers, DataHandler, LendingInput, ReadRoom, Stream,
+    StreamEvent, StreamInput, TransportCommand,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -24,7 +24,7 @@ use crate::handle::{
 };
 use crate::io::{open, Conn, OpenError};
 use crate::registered::Registered;
-use crate::socket::{Room, Socket};
+use crate::socket::Socket;
 
 /// Most bytes read per wake-up, so that one busy stream leaves the runtime to others (a
 /// command ends the wake-up's reads sooner).
@@ -690,12 +690,9 @@ impl<H: DataHandler + Send + 'static> Driver<H> {
                 (conn.tls.as_deref_mut(), &mut self.stream, &mut offered);
             let buf = move || {
                 let room = match tls {
-                    Some(tls) => Room::Bytes(tls.read_buf()),
+                    Some(tls) => ReadRoom::Bytes(tls.read_buf()),
                     // Uninitialised: a queueing stream's block is not zeroed a lap.
-                    None => match stream.read_spare() {
-                        Some(spare) => Room::Spare(spare),
-                        None => Room::Bytes(&mut []),
-                    },
+                    None => stream.read_room(),
                 };
                 *offered_len = room.len();
                 room

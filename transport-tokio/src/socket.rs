@@ -12,8 +12,7 @@ use std::io::{self, IoSlice, Write};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use bytes::BufMut;
-use feedwire_core::ReadSpare;
+use feedwire_core::ReadRoom;
 use feedwire_sockopt::{RecvLowWater, SweepingReads};
 use tokio::io::{AsyncRead, Interest, ReadBuf};
 use tokio::net::TcpStream;
@@ -88,25 +87,6 @@ pub(crate) enum Socket {
     Lost,
 }
 
-/// Where a read goes: bytes (a TLS session's ciphertext buffer, initialised), or a stream's
-/// read buffer as uninitialised spare room ([`ReadSpare`]: a queueing stream's block is not
-/// zeroed before each lap).
-#[derive(Debug)]
-pub(crate) enum Room<'b> {
-    Bytes(&'b mut [u8]),
-    Spare(ReadSpare<'b>),
-}
-
-impl Room<'_> {
-    /// Bytes offered.
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Self::Bytes(buf) => buf.len(),
-            Self::Spare(spare) => spare.remaining_mut(),
-        }
-    }
-}
-
 impl Socket {
     /// Takes the socket out of the reactor (if it is in).
     #[inline]
@@ -174,13 +154,13 @@ impl Socket {
         &mut self,
         cx: &mut Context<'_>,
         sweep: &mut Sweep,
-        room: impl FnOnce() -> Room<'b>,
+        room: impl FnOnce() -> ReadRoom<'b>,
     ) -> Poll<io::Result<usize>> {
         let sock = self.registered(sweep)?;
         let sweeping = sweep.reads.is_enabled();
         ready!(sock.poll_read_ready(cx))?;
         let mut room = room();
-        if let (Room::Bytes(buf), false) = (&mut room, sweeping) {
+        if let (ReadRoom::Bytes(buf), false) = (&mut room, sweeping) {
             // tokio's own read clears readiness after a short read (and waits again, the
             // buffer kept, when readiness was stale).
             let mut read_buf = ReadBuf::new(buf);
@@ -198,13 +178,13 @@ impl Socket {
             // readiness, and its count kept aside.
             let result = sock.try_io(Interest::READABLE, || {
                 let n = match &mut room {
-                    Room::Bytes(buf) => sweep
+                    ReadRoom::Bytes(buf) => sweep
                         .reads
                         .read(sock, buf, |_| Err(io::ErrorKind::Unsupported.into()))?,
-                    Room::Spare(spare) if sweeping => sweep.reads.read_spare(sock, spare)?,
+                    ReadRoom::Spare(spare) if sweeping => sweep.reads.read_spare(sock, spare)?,
                     // tokio's read into uninitialised memory, within this `try_io` (its own
                     // clears nothing after a short read).
-                    Room::Spare(spare) => sock.try_read_buf(spare)?,
+                    ReadRoom::Spare(spare) => sock.try_read_buf(spare)?,
                 };
                 if n > 0 && n < offered {
                     short = Some(n);
@@ -296,6 +276,7 @@ fn lost() -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BufMut;
     use std::io::Read;
 
     fn pair() -> (Socket, std::net::TcpStream) {
@@ -359,7 +340,7 @@ mod tests {
     /// Polls a read once, with a waker that does nothing.
     fn poll_once(sock: &mut Socket, sweep: &mut Sweep, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        sock.poll_read(&mut cx, sweep, move || Room::Bytes(buf))
+        sock.poll_read(&mut cx, sweep, move || ReadRoom::Bytes(buf))
     }
 
     /// Reads until one returns bytes (within 5 s; each `Pending` yields to the runtime so
@@ -367,7 +348,7 @@ mod tests {
     async fn read_some(sock: &mut Socket, sweep: &mut Sweep, buf: &mut [u8]) -> usize {
         let wait = std::future::poll_fn(|cx| {
             let buf = &mut *buf;
-            sock.poll_read(cx, sweep, move || Room::Bytes(buf))
+            sock.poll_read(cx, sweep, move || ReadRoom::Bytes(buf))
         });
         tokio::time::timeout(std::time::Duration::from_secs(5), wait)
             .await
@@ -441,7 +422,7 @@ mod tests {
             let mut cx = Context::from_waker(std::task::Waker::noop());
             let poll = sock.poll_read(&mut cx, &mut sweep, || {
                 asked += 1;
-                Room::Bytes(&mut buf[..])
+                ReadRoom::Bytes(&mut buf[..])
             });
             assert!(poll.is_pending());
             tokio::task::yield_now().await;
@@ -451,7 +432,7 @@ mod tests {
         let wait = std::future::poll_fn(|cx| {
             sock.poll_read(cx, &mut sweep, || {
                 asked += 1;
-                Room::Bytes(&mut buf[..])
+                ReadRoom::Bytes(&mut buf[..])
             })
         });
         let n = tokio::time::timeout(std::time::Duration::from_secs(5), wait)
@@ -481,7 +462,7 @@ mod tests {
         limit: usize,
     ) -> usize {
         let wait = std::future::poll_fn(|cx| {
-            sock.poll_read(cx, sweep, || Room::Spare((&mut *block).limit(limit)))
+            sock.poll_read(cx, sweep, || ReadRoom::Spare((&mut *block).limit(limit)))
         });
         tokio::time::timeout(std::time::Duration::from_secs(5), wait)
             .await
@@ -509,7 +490,7 @@ mod tests {
         assert_eq!(&block[..], b"kept:abc");
         // Short: readiness cleared, the next poll waits (and asks for no room).
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        let poll = sock.poll_read(&mut cx, &mut sweep, || -> Room<'_> {
+        let poll = sock.poll_read(&mut cx, &mut sweep, || -> ReadRoom<'_> {
             panic!("room asked for with nothing to read")
         });
         assert!(poll.is_pending());

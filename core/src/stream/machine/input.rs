@@ -9,7 +9,7 @@ use super::inbound::plain_data;
 use super::positions::{NoPositions, Positions};
 use super::Stream;
 use crate::offer::{Lent, Owned, TakeNothing};
-use crate::read_buffer::ReadSpare;
+use crate::read_buffer::{ReadRoom, ReadSpare};
 use crate::route::{Classifier, HeadShapes};
 use crate::stream::config::Profile;
 use crate::stream::connection::Connection;
@@ -39,6 +39,15 @@ impl Stream {
     /// written, as after `read_buf`. `None` where `read_buf` is empty: no connection to read.
     pub fn read_spare(&mut self) -> Option<ReadSpare<'_>> {
         self.conn.as_mut().map(Connection::read_spare)
+    }
+
+    /// [`read_spare`](Self::read_spare)'s room, or an empty [`ReadRoom::Bytes`] where there
+    /// is no connection to read: for code that takes either kind of room.
+    pub fn read_room(&mut self) -> ReadRoom<'_> {
+        match self.conn.as_mut() {
+            Some(conn) => ReadRoom::Spare(conn.read_spare()),
+            None => ReadRoom::Bytes(&mut []),
+        }
     }
 
     /// The transport connected (TCP, and TLS for `wss`/`tls`).
