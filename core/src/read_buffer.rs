@@ -57,10 +57,7 @@ impl ReadRoom<'_> {
     /// Bytes that can be written (for `Spare`, still: writing shrinks it).
     #[inline]
     pub fn len(&self) -> usize {
-        match self {
-            Self::Bytes(buf) => buf.len(),
-            Self::Spare(room) => room.remaining_mut(),
-        }
+        self.left(0)
     }
 
     /// Nothing can be written: no connection to read.

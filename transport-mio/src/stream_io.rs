@@ -6,10 +6,10 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use feedwire_core::{
-    Answer, AwaitedAnswers, DataHandler, HandshakeOnly, LendingInput, Stream, StreamEvent,
-    StreamInput, TlsSession, TransportCommand, WriteQueue, ADDRESS_FALLBACK,
+    Answer, AwaitedAnswers, DataHandler, HandshakeOnly, LendingInput, ReadRoom, Stream,
+    StreamEvent, StreamInput, TlsSession, TransportCommand, WriteQueue, ADDRESS_FALLBACK,
 };
 use feedwire_sockopt::{RecvLowWater, SweepingReads};
 use mio::net::TcpStream;
@@ -192,24 +192,16 @@ pub(crate) fn read<H: DataHandler>(
         // Into the TLS session's buffer (ciphertext) or straight into the stream's: a sweeping
         // socket into its room as uninitialised memory (a queueing stream's block is not
         // zeroed a lap), else into the room as bytes.
-        let tcp = &sock.tcp;
-        let spare = match sock.tls {
-            None if sock.reads.is_enabled() => e.stream.read_spare(),
-            _ => None,
+        let mut room = match sock.tls.as_deref_mut() {
+            Some(tls) => ReadRoom::Bytes(tls.read_buf()),
+            None if sock.reads.is_enabled() => e.stream.read_room(),
+            None => ReadRoom::Bytes(e.stream.read_buf()),
         };
-        let (read, offered) = match (spare, sock.tls.as_deref_mut()) {
-            (Some(mut room), _) => {
-                let offered = room.remaining_mut();
-                (sock.reads.read_spare(tcp, &mut room), offered)
-            }
-            (None, tls) => {
-                let buf = match tls {
-                    Some(tls) => tls.read_buf(),
-                    None => e.stream.read_buf(),
-                };
-                let offered = buf.len();
-                (sock.reads.read(tcp, buf, |b| (&*tcp).read(b)), offered)
-            }
+        let offered = room.len();
+        let tcp = &sock.tcp;
+        let read = match &mut room {
+            ReadRoom::Bytes(buf) => sock.reads.read(tcp, buf, |b| (&*tcp).read(b)),
+            ReadRoom::Spare(spare) => sock.reads.read_spare(tcp, spare),
         };
         let n = match read {
             Ok(0) => {
