@@ -24,6 +24,7 @@ mod lines;
 mod mask;
 mod offer;
 mod read_buffer;
+mod read_room;
 mod rng;
 mod route;
 mod stream;
@@ -49,7 +50,7 @@ pub use frame::push_server_frame;
 pub use handshake::accept_key;
 pub use lines::{Delimiter, LineClient, LineEvent, LineFramer};
 pub use mask::apply_mask;
-pub use read_buffer::{ReadRoom, ReadSpare};
+pub use read_room::{ReadRoom, ReadSpare};
 pub use rng::{os_seed, Seed};
 pub use route::{
     classify, Class, Classifier, Condition, Extracted, IdStyle, PendingRequests, RequestHandle,

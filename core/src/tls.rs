@@ -25,7 +25,7 @@ use rustls::pki_types::ServerName;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use rustls::{ClientConfig, RootCertStore};
 
-use crate::read_buffer::ReadRoom;
+use crate::read_room::ReadRoom;
 
 /// Ciphertext bytes offered per socket read, at least (one TLS record is at most ~16.7 KiB),
 /// once the reads have ramped up from [`FIRST_READ`].

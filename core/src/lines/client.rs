@@ -8,7 +8,8 @@ use bytes::Bytes;
 use super::framer::{Delimiter, LineFramer};
 use crate::error::LineError;
 use crate::offer::{offer_in_order, Offered, Take, TakeNothing};
-use crate::read_buffer::{ReadBuffer, ReadSpare};
+use crate::read_buffer::ReadBuffer;
+use crate::read_room::ReadSpare;
 use crate::transmit::TransmitQueue;
 
 /// An event from [`LineClient::poll_event`].

@@ -9,7 +9,7 @@ use crate::config::WsConfig;
 use crate::error::{close_code, ConfigError, LineError, StreamError};
 use crate::lines::{Delimiter, LineClient, LineEvent};
 use crate::offer::Take;
-use crate::read_buffer::ReadSpare;
+use crate::read_room::ReadSpare;
 use crate::rng::Seed;
 use crate::ws::{CloseInitiator, Event, MessageKind, WebSocketClient};
 

@@ -9,7 +9,7 @@ use super::inbound::plain_data;
 use super::positions::{NoPositions, Positions};
 use super::Stream;
 use crate::offer::{Lent, Owned, TakeNothing};
-use crate::read_buffer::{ReadRoom, ReadSpare};
+use crate::read_room::{ReadRoom, ReadSpare};
 use crate::route::{Classifier, HeadShapes};
 use crate::stream::config::Profile;
 use crate::stream::connection::Connection;
