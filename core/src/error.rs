@@ -91,17 +91,14 @@ pub enum HandshakeError {
     #[error("malformed response head: {0}")]
     Malformed(&'static str),
     /// The server answered with something other than 101 Switching Protocols.
-    #[error("server refused the upgrade: HTTP {status} {reason}")]
+    #[error("server refused the upgrade: HTTP {status} {}", .refusal.reason)]
     Rejected {
         /// HTTP status code.
         status: u16,
-        /// Reason phrase as sent.
-        reason: String,
-        /// Response body bytes received (up to `max_handshake_size`, raw: no chunk decoding).
-        body: Bytes,
-        /// How long the server asked us to wait before trying again (`Retry-After` in
-        /// seconds, as Binance sends with 429 and 418); a stream waits at least this long.
-        retry_after: Option<Duration>,
+        /// The rest of the answer, boxed: a connection's failure is carried in every stream
+        /// event's room (`StreamEvent` is as large as its largest variant), and a refused
+        /// upgrade's reason, body and wait would make every event 40 bytes larger.
+        refusal: Box<Refusal>,
     },
     /// The `Upgrade` header is missing or does not contain the `websocket` token.
     #[error("response lacks `Upgrade: websocket`")]
@@ -121,6 +118,20 @@ pub enum HandshakeError {
     /// The connection ended before the response head was complete.
     #[error("connection closed during the opening handshake")]
     Eof,
+}
+
+/// What a server that refused the upgrade said besides its status
+/// ([`HandshakeError::Rejected`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Refusal {
+    /// Reason phrase as sent.
+    pub reason: String,
+    /// Response body bytes received (up to `max_handshake_size`, raw: no chunk decoding).
+    pub body: Bytes,
+    /// How long the server asked us to wait before trying again (`Retry-After` in seconds,
+    /// as Binance sends with 429 and 418); a stream waits at least this long.
+    pub retry_after: Option<Duration>,
 }
 
 /// The failure that ended a connection; reported once as [`crate::Event::Failed`] and kept by

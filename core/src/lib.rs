@@ -44,7 +44,7 @@ pub use config::WsConfig;
 pub use endpoint::{Endpoint, Scheme};
 pub use error::{
     close_code, ConfigError, CorrelationError, Error, HandshakeError, LineError, ProtocolError,
-    SendError, StreamError,
+    Refusal, SendError, StreamError,
 };
 pub use frame::push_server_frame;
 pub use handshake::accept_key;

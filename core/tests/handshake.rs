@@ -80,17 +80,17 @@ fn refused_upgrade_reports_status_and_body() {
     assert!(events(&mut ws).is_empty(), "body still incomplete");
     ws.handle_input(b"\"x\":1}trailing garbage");
     let evs = events(&mut ws);
-    let [Event::Failed(Error::Handshake(HandshakeError::Rejected {
-        status,
-        reason,
-        body,
-        retry_after: None,
-    }))] = evs.as_slice()
+    let [Event::Failed(Error::Handshake(HandshakeError::Rejected { status, refusal }))] =
+        evs.as_slice()
     else {
         panic!("{evs:?}");
     };
-    assert_eq!((*status, reason.as_str()), (429, "Too Many Requests"));
-    assert_eq!(&body[..], b"{\"code\":-1003,\"x\":1}");
+    assert_eq!(
+        (*status, refusal.reason.as_str()),
+        (429, "Too Many Requests")
+    );
+    assert_eq!(&refusal.body[..], b"{\"code\":-1003,\"x\":1}");
+    assert_eq!(refusal.retry_after, None);
 }
 
 #[test]
@@ -109,10 +109,12 @@ fn a_refusal_body_is_kept_up_to_max_handshake_size_across_reads() {
     assert!(events(&mut ws).is_empty());
     ws.handle_input(&[b'b'; 300]);
     let evs = events(&mut ws);
-    let [Event::Failed(Error::Handshake(HandshakeError::Rejected { body, .. }))] = evs.as_slice()
+    let [Event::Failed(Error::Handshake(HandshakeError::Rejected { refusal, .. }))] =
+        evs.as_slice()
     else {
         panic!("{evs:?}");
     };
+    let body = &refusal.body;
     assert_eq!(body.len(), 256);
     assert_eq!(&body[..100], &[b'a'; 100][..]);
     assert_eq!(&body[100..], &[b'b'; 156][..]);
@@ -126,10 +128,12 @@ fn refused_upgrade_without_length_ends_at_eof() {
     assert!(events(&mut ws).is_empty());
     ws.handle_eof();
     let evs = events(&mut ws);
-    assert!(
-        matches!(evs.as_slice(), [Event::Failed(Error::Handshake(HandshakeError::Rejected { status: 503, body, .. }))] if body == "down"),
-        "{evs:?}"
-    );
+    let [Event::Failed(Error::Handshake(HandshakeError::Rejected { status, refusal }))] =
+        evs.as_slice()
+    else {
+        panic!("{evs:?}");
+    };
+    assert_eq!((*status, &refusal.body[..]), (503, &b"down"[..]));
 }
 
 #[test]

@@ -1439,7 +1439,7 @@ fn a_list_of_many_subscriptions_meets_its_request() {
         h.take_events(),
         vec![StreamEvent::Response {
             id: RequestId::Int(2),
-            kind: RequestKind::ListSubscriptions,
+            kind: Box::new(RequestKind::ListSubscriptions),
             payload: Bytes::from(answer),
             is_error: false,
         }]

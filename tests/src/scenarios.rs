@@ -1365,11 +1365,11 @@ fn listed_streams(s: &mut dyn Session) -> Vec<String> {
     loop {
         match next(s) {
             Some(StreamEvent::Response {
-                kind: RequestKind::ListSubscriptions,
+                kind,
                 payload,
                 is_error: false,
                 ..
-            }) => {
+            }) if *kind == RequestKind::ListSubscriptions => {
                 let text = std::str::from_utf8(&payload).expect("UTF-8 answer");
                 let list = text
                     .strip_prefix(r#"{"result":["#)

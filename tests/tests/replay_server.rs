@@ -472,14 +472,13 @@ fn a_refusal_with_retry_after_holds_the_next_attempt_back() {
             reason:
                 EndReason::WebSocket(Error::Handshake(HandshakeError::Rejected {
                     status: 429,
-                    retry_after,
-                    ..
+                    refusal,
                 })),
             delay,
             ..
         } = e
         {
-            assert_eq!(*retry_after, Some(Duration::from_secs(1)));
+            assert_eq!(refusal.retry_after, Some(Duration::from_secs(1)));
             assert_eq!(*delay, Duration::from_secs(1));
             refused_at.push(Instant::now());
             if refused_at.len() == 2 {

@@ -242,7 +242,7 @@ impl EventSender {
     /// empty — the channel's queue now, the consumer's drained batch at its next look (a
     /// sleeping consumer is woken for it, once a quiet spell). A busy stream's batches
     /// trade these buffers back and forth and allocate none; each holds room for as many
-    /// events as a read once brought (104 bytes an event, up to the channel's capacity).
+    /// events as a read once brought (72 bytes an event, up to the channel's capacity).
     #[cold]
     pub(crate) fn release_room(&self) {
         let mut state = self.shared.lock();

@@ -122,7 +122,7 @@ mod tests {
     fn response(id: RequestId) -> StreamEvent {
         StreamEvent::Response {
             id,
-            kind: RequestKind::Subscribe(vec!["btcusdt@aggTrade".into()]),
+            kind: Box::new(RequestKind::Subscribe(vec!["btcusdt@aggTrade".into()])),
             payload: Bytes::from_static(b"{\"result\":null,\"id\":7}"),
             is_error: false,
         }

@@ -12,7 +12,7 @@ use super::simple_frame::simple_data_frame;
 use crate::config::WsConfig;
 use crate::deadline::after;
 use crate::endpoint::Endpoint;
-use crate::error::{close_code, ConfigError, Error, HandshakeError, SendError};
+use crate::error::{close_code, ConfigError, Error, HandshakeError, Refusal, SendError};
 use crate::frame::Opcode;
 use crate::handshake::{accept_key, build_request, encode_key, parse_response, ParsedResponse};
 use crate::offer::{offer_in_order, Offered, Take, TakeNothing};
@@ -617,9 +617,11 @@ impl WebSocketClient {
         self.fail(
             HandshakeError::Rejected {
                 status,
-                reason,
-                body: body.freeze(),
-                retry_after,
+                refusal: Box::new(Refusal {
+                    reason,
+                    body: body.freeze(),
+                    retry_after,
+                }),
             }
             .into(),
         );

@@ -107,7 +107,7 @@ impl Stream {
                     self.on_open(now);
                 } else {
                     self.events.push_back(StreamEvent::UnsolicitedResponse {
-                        id,
+                        id: id.map(Box::new),
                         payload,
                         is_error,
                     });
@@ -208,7 +208,7 @@ impl Stream {
             },
             (kind, is_error) => StreamEvent::Response {
                 id,
-                kind,
+                kind: Box::new(kind),
                 payload,
                 is_error,
             },
