@@ -11,6 +11,7 @@
 //! executable for the replay server and for each memory or instruction measurement.
 
 mod clients;
+pub mod in_memory;
 mod instructions;
 mod pace;
 mod recorder;

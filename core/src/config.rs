@@ -10,10 +10,14 @@ use crate::error::ConfigError;
 /// Build it with struct update syntax: `WsConfig { max_read_size: 64 * 1024, ..WsConfig::default() }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WsConfig {
-    /// Most bytes handed to the transport per read (default 256 KiB). Only a stream that
-    /// has fallen behind (every read comes back full) reaches it: reads start at 1 KiB and
-    /// double while they come back full, so a quiet connection never holds a full-size
-    /// buffer, and one that keeps up reads what has just arrived. For a stream behind its
+    /// Most bytes handed to the transport per read (default 256 KiB). Reads start at 1 KiB;
+    /// one that comes back full raises the next to this size at once when the transport
+    /// reads into uninitialised room (`read_spare`, as both adapters do; only the bytes a
+    /// read writes are memory touched), or doubles it when it reads into bytes (`read_buf`,
+    /// each new one zeroed first). Reads that stay small shrink it again (the engine's
+    /// `review_read_size`, once a period: the stream's `release_read_memory`). So a quiet
+    /// connection never holds a full-size buffer, one that had a burst does not keep it, and
+    /// one that keeps up reads what has just arrived. For a stream behind its
     /// feed, larger reads cost less per read (each has its system call and its TCP window
     /// update) but more per byte once a read no longer fits a core's L2 together with the
     /// kernel's copy of it: then the bytes are decoded from L3. 256 KiB keeps both inside a

@@ -2,9 +2,18 @@
 //! `max_read_size` bytes per read) and the engine hands out complete messages as zero-copy
 //! [`Bytes`] slices of it.
 //!
-//! Read size: reads start at [`INITIAL_READ_SIZE`] and double each time a read fills all it
-//! was offered, up to `max_read_size`; a busy stream reaches full-size reads within a few
-//! reads, while a quiet one (a handshake, then heartbeats) never allocates more than a few KiB.
+//! Read size: reads start at [`INITIAL_READ_SIZE`] and grow each time a read fills all it was
+//! offered, up to `max_read_size`: an offer of bytes ([`ReadBuffer::read_buf`], zeroed where
+//! new, so every byte offered is memory touched) doubles; an offer of uninitialised room
+//! ([`ReadBuffer::read_spare`], where only the bytes a read writes are touched) goes to
+//! `max_read_size` at once, so a busy stream's second read is already a full one. Reads that
+//! stay small shrink it again: the owner reviews it once a period
+//! ([`ReadBuffer::review_read_size`]; the stream does every `release_read_memory`), and if no
+//! read since the last review took more than a quarter of it, it falls to the power of two at
+//! least twice the largest of them. A quiet stream (a handshake, then heartbeats) so holds a
+//! few KiB, and a stream that had a burst does not keep a burst's read size — nor, when it
+//! queues its messages, walk a burst-sized block with small reads, touching all of it — while
+//! a busy one, whose reads in a period include large ones, keeps its size and its block.
 //! Releasing the block when idle starts the ramp again.
 //!
 //! Memory: the buffer is a block of `2 × read size` bytes, allocated on the first read.
@@ -62,11 +71,17 @@ pub(crate) struct ReadBuffer {
     start: usize,
     filled: usize,
     max_read_size: usize,
-    /// Bytes offered per read now: `INITIAL_READ_SIZE` (capped by `max_read_size`), doubled
-    /// after every read that filled its whole offer, never above `max_read_size`.
+    /// Bytes offered per read now: `INITIAL_READ_SIZE` (capped by `max_read_size`), grown
+    /// after every read that filled its whole offer (doubled, or for uninitialised room
+    /// raised to `max_read_size`), shrunk by a review that found only small reads; never
+    /// above `max_read_size`, never below the initial size.
     read_size: usize,
     /// Length of the slice the last `read_buf` handed out.
     offered: usize,
+    /// The last offer was uninitialised room (`read_spare`), not bytes.
+    offered_spare: bool,
+    /// The largest read since the last review of the read size, bytes.
+    read_peak: usize,
     /// Blocks left behind, oldest first, kept for reuse once their messages are dropped
     /// (at most [`RETIRED_BLOCKS`]).
     retired: Vec<BytesMut>,
@@ -100,6 +115,8 @@ impl ReadBuffer {
             max_read_size,
             read_size: INITIAL_READ_SIZE.min(max_read_size),
             offered: 0,
+            offered_spare: false,
+            read_peak: 0,
             retired: Vec::new(),
             retained: 0,
             frame_hint: 0,
@@ -112,6 +129,12 @@ impl ReadBuffer {
         (2 * self.read_size).max(INITIAL_READ_SIZE)
     }
 
+    /// The block is more than twice what the pending frame and one read need: left by a
+    /// large frame, or by reads that have since shrunk.
+    fn oversized(&self) -> bool {
+        self.buf.capacity() > 2 * self.block_size().max(self.frame_room())
+    }
+
     /// Writable space for the next read: at most `max_read_size` bytes, never empty.
     #[inline]
     pub(crate) fn read_buf(&mut self) -> &mut [u8] {
@@ -119,11 +142,12 @@ impl ReadBuffer {
         // buffered, nothing pending, the block already initialised for a full read and of
         // normal size. What the general path below would offer then, without its checks.
         let read_size = self.read_size;
+        self.offered_spare = false;
         if self.start == 0
             && self.filled == 0
             && self.frame_hint == 0
             && read_size <= self.buf.len()
-            && !(self.uncut && self.buf.capacity() > 2 * self.block_size())
+            && self.buf.capacity() <= 2 * self.block_size()
         {
             self.offered = read_size;
             return &mut self.buf[..read_size];
@@ -140,11 +164,12 @@ impl ReadBuffer {
     pub(crate) fn read_spare(&mut self) -> ReadSpare<'_> {
         // `read_buf`'s fast case, the block's capacity standing for its initialised length.
         let read_size = self.read_size;
+        self.offered_spare = true;
         let (from, end) = if self.start == 0
             && self.filled == 0
             && self.frame_hint == 0
             && read_size <= self.buf.capacity()
-            && !(self.uncut && self.buf.capacity() > 2 * self.block_size())
+            && self.buf.capacity() <= 2 * self.block_size()
         {
             (0, read_size)
         } else {
@@ -184,10 +209,16 @@ impl ReadBuffer {
         // whole block through memory the caches have let go of.
         let lent_in_front = self.start > 0;
         if self.filled <= SMALL_PARTIAL {
-            if self.uncut && self.buf.capacity() > 2 * self.block_size().max(self.frame_room()) {
-                // Grown for a large frame that is done now: a block of normal size again,
-                // so one large message never holds its memory for good.
-                self.move_to_normal_block();
+            if self.oversized() {
+                // Grown for a large frame that is done now, or for reads that have shrunk
+                // since: a block of normal size again, so one large message or one burst
+                // never holds its memory for good (and a queueing stream's small reads do
+                // not walk a large block, touching all of it).
+                if self.uncut {
+                    self.move_to_normal_block();
+                } else {
+                    self.leave_oversized_block();
+                }
             } else if lent_in_front {
                 self.move_partial_to_front();
             }
@@ -233,7 +264,7 @@ impl ReadBuffer {
                 } else {
                     self.cut_front();
                     if !self.reclaim(size) {
-                        self.move_to_fresh_block(size);
+                        self.move_to_fresh_block(size, true);
                     }
                 }
             }
@@ -271,9 +302,35 @@ impl ReadBuffer {
             "commit({n}) exceeds the bytes written into what read_buf or read_spare handed out"
         );
         self.filled += n;
+        self.read_peak = self.read_peak.max(n);
         if n == self.offered {
-            self.read_size = (2 * self.read_size).min(self.max_read_size);
+            self.read_size = if self.offered_spare {
+                self.max_read_size
+            } else {
+                (2 * self.read_size).min(self.max_read_size)
+            };
         }
+    }
+
+    /// Reviews the read size, once a period (the caller's: the stream's is its
+    /// `release_read_memory`): if no read since the last review took more than a quarter of
+    /// it, it shrinks to the power of two at least twice the largest of them (at least the
+    /// initial size), and the block follows at the next read (a block more than twice the
+    /// new size is left for one of normal size). The retired blocks go at once: sized for
+    /// the reads before, they would not be reused, and a slow trickle may take long to
+    /// push them out. Returns whether it shrank.
+    pub(crate) fn review_read_size(&mut self) -> bool {
+        let fits = (2 * self.read_peak)
+            .next_power_of_two()
+            .max(INITIAL_READ_SIZE.min(self.max_read_size));
+        self.read_peak = 0;
+        if 2 * fits > self.read_size {
+            return false;
+        }
+        self.read_size = fits;
+        self.retired = Vec::new();
+        self.retained = 0;
+        true
     }
 
     #[cfg(test)]
@@ -366,6 +423,7 @@ impl ReadBuffer {
         }
         self.start = 0;
         self.read_size = INITIAL_READ_SIZE.min(self.max_read_size);
+        self.read_peak = 0;
         self.frame_hint = 0;
         let held = self.buf.capacity() > 0 || !self.retired.is_empty();
         self.buf = BytesMut::new();
@@ -425,6 +483,16 @@ impl ReadBuffer {
         self.start = 0;
     }
 
+    /// Moves the unconsumed bytes (at most a small partial frame) out of a block that messages
+    /// were cut from and that is oversized now, into a block of normal size. The messages
+    /// still out keep the old block alive until they are dropped; it is not retired, as it
+    /// would not be reused at this size.
+    fn leave_oversized_block(&mut self) {
+        self.cut_front();
+        let size = self.block_size().max(self.filled + self.read_size);
+        self.move_to_fresh_block(size, false);
+    }
+
     /// Moves the unconsumed bytes over the lent ones in front of them, within the block.
     fn move_partial_to_front(&mut self) {
         if self.start > 0 {
@@ -436,9 +504,10 @@ impl ReadBuffer {
 
     /// Moves the unconsumed bytes to another block: a retired one whose messages have all
     /// been dropped if there is one (already faulted in: no page faults, no allocation),
-    /// else a new allocation. The block left behind is retired, so that a consumer a few
-    /// blocks behind the reader (a queue between them) still lets blocks be reused.
-    fn move_to_fresh_block(&mut self, size: usize) {
+    /// else a new allocation. The block left behind is retired if `retire`, so that a
+    /// consumer a few blocks behind the reader (a queue between them) still lets blocks be
+    /// reused.
+    fn move_to_fresh_block(&mut self, size: usize, retire: bool) {
         let size = size.max(self.filled + 1);
         let reusable = self.retired.iter_mut().position(|b| {
             b.clear();
@@ -454,7 +523,7 @@ impl ReadBuffer {
         let old = std::mem::replace(&mut self.buf, fresh);
         // A view with no capacity (the block was cut out to its very end) has no bytes of
         // its own to keep.
-        if old.capacity() > 0 {
+        if retire && old.capacity() > 0 {
             if self.retired.len() == RETIRED_BLOCKS {
                 self.retired.remove(0);
             }
@@ -592,6 +661,138 @@ mod tests {
         assert_eq!(rb.read_buf().len(), INITIAL_READ_SIZE);
     }
 
+    /// One read through `read_spare` of up to `n` bytes (all of the offer when it is
+    /// larger); the offer's length.
+    fn spare_read(rb: &mut ReadBuffer, n: usize) -> usize {
+        let mut room = rb.read_spare();
+        let offered = room.remaining_mut();
+        room.put_bytes(b'x', n.min(offered));
+        rb.commit(n.min(offered));
+        offered
+    }
+
+    /// `reads` reads that fill their offers, each read's bytes taken whole (lent, or cut out
+    /// and dropped).
+    fn burst(rb: &mut ReadBuffer, reads: usize, lend: bool) {
+        for _ in 0..reads {
+            let n = rb.read_buf().len();
+            rb.commit(n);
+            if lend {
+                rb.discard(n);
+            } else {
+                drop(rb.consume(n));
+            }
+        }
+    }
+
+    #[test]
+    fn a_spare_offer_that_comes_back_full_goes_to_full_size_reads() {
+        let mut rb = ReadBuffer::new(256 * 1024);
+        assert_eq!(spare_read(&mut rb, 100), INITIAL_READ_SIZE);
+        rb.consume(100);
+        assert_eq!(spare_read(&mut rb, usize::MAX), INITIAL_READ_SIZE);
+        rb.consume(INITIAL_READ_SIZE);
+        // Untouched room costs no memory: the next read may take what a socket holds.
+        assert_eq!(spare_read(&mut rb, 10), 256 * 1024);
+        // Bytes, each zeroed before it is offered, still double.
+        let mut bytes = ReadBuffer::new(256 * 1024);
+        let n = bytes.read_buf().len();
+        bytes.commit(n);
+        assert_eq!(bytes.read_buf().len(), 2 * INITIAL_READ_SIZE);
+    }
+
+    #[test]
+    fn a_review_after_small_reads_shrinks_the_read_size_and_the_block() {
+        for lend in [false, true] {
+            let mut rb = ReadBuffer::new(256 * 1024);
+            // A burst: full reads, then a trickle of 200-byte messages, one a read.
+            burst(&mut rb, 12, lend);
+            assert!(!rb.review_read_size(), "the burst's reads were full ones");
+            assert_eq!(rb.read_buf().len(), 256 * 1024);
+            assert!(rb.capacity() >= 256 * 1024);
+            for _ in 0..5 {
+                rb.read_buf();
+                rb.commit(200);
+                if lend {
+                    rb.discard(200);
+                } else {
+                    drop(rb.consume(200));
+                }
+            }
+            assert_eq!(
+                rb.read_buf().len(),
+                256 * 1024,
+                "nothing shrinks between reviews"
+            );
+            assert!(rb.review_read_size());
+            assert_eq!(
+                rb.read_buf().len(),
+                INITIAL_READ_SIZE,
+                "the power of two at least twice 200 bytes, at least the initial size"
+            );
+            assert!(
+                rb.capacity() <= 2 * INITIAL_READ_SIZE,
+                "the burst's block is left (lend: {lend}): {}",
+                rb.capacity()
+            );
+            assert_eq!(rb.retained(), 0, "and the blocks it retired");
+            // A read that fills its offer grows it again.
+            let n = rb.read_buf().len();
+            rb.commit(n);
+            assert_eq!(rb.read_buf().len(), 2 * INITIAL_READ_SIZE);
+        }
+    }
+
+    #[test]
+    fn a_review_keeps_the_read_size_of_a_stream_with_one_large_read() {
+        let mut rb = ReadBuffer::new(256 * 1024);
+        burst(&mut rb, 12, false);
+        rb.review_read_size();
+        // Many small reads and one of over a quarter, as a firehose that waits on its
+        // sender brings them: the size stays.
+        for i in 0..200 {
+            assert_eq!(rb.read_buf().len(), 256 * 1024, "read {i}");
+            let n = if i == 150 { 64 * 1024 + 1 } else { 9_000 };
+            rb.commit(n);
+            drop(rb.consume(n));
+        }
+        assert!(!rb.review_read_size());
+        assert_eq!(rb.read_buf().len(), 256 * 1024);
+        // Reads of at most a quarter but over an eighth: halved, not further.
+        for _ in 0..10 {
+            rb.read_buf();
+            rb.commit(40_000);
+            drop(rb.consume(40_000));
+        }
+        assert!(rb.review_read_size());
+        assert_eq!(rb.read_buf().len(), 128 * 1024);
+        // No read at all since the last review: the initial size.
+        assert!(rb.review_read_size());
+        assert_eq!(rb.read_buf().len(), INITIAL_READ_SIZE);
+    }
+
+    #[test]
+    fn a_queueing_trickle_after_a_burst_reads_into_a_few_pages_once_reviewed() {
+        // Messages cut out and dropped, one a read after a burst: the bytes the reads walk
+        // over (a queueing stream touches every byte it reads into) stay within a few KiB
+        // once the read size is reviewed, rather than the burst block's hundreds.
+        let mut rb = ReadBuffer::new(256 * 1024);
+        burst(&mut rb, 12, false);
+        rb.review_read_size();
+        let mut walked = std::collections::BTreeSet::new();
+        for i in 0..2_000 {
+            if i == 10 {
+                rb.review_read_size();
+            }
+            let at = rb.read_buf().as_ptr() as usize;
+            if i >= 10 {
+                walked.insert(at / 4096);
+            }
+            rb.commit(200);
+            drop(rb.consume(200));
+        }
+        assert!(walked.len() <= 8, "{} pages read into", walked.len());
+    }
     #[test]
     fn a_block_is_reused_once_its_messages_are_dropped() {
         let mut rb = ReadBuffer::new(1024);
@@ -1111,7 +1312,7 @@ mod tests {
     /// (a full offer when it is larger), then, with what is unconsumed, one of: nothing, cut a
     /// message out (held or dropped), lend one (discard), announce a frame or a long line, or
     /// finish a frame (everything lent, or cut out and dropped; the hint cleared, or for a lent
-    /// frame sometimes left).
+    /// frame sometimes left), or review the read size.
     #[derive(Debug, Clone)]
     struct Step {
         read: usize,
@@ -1123,7 +1324,7 @@ mod tests {
         use proptest::prelude::*;
         (
             prop_oneof![1usize..64, 64usize..3000, 3000usize..300_000],
-            0u8..8,
+            0u8..9,
             0usize..100_000,
         )
             .prop_map(|(read, then, amount)| Step { read, then, amount })
@@ -1131,9 +1332,13 @@ mod tests {
 
     /// Runs `steps` on a buffer of `max_read_size`, reading through `read_buf` or
     /// `read_spare`; returns each step's offer length, unconsumed bytes and block capacity.
+    /// Checks the buffer against a model of the stream's bytes as it goes: the unconsumed
+    /// bytes are what was read and not yet taken, and a message cut out keeps its bytes
+    /// while the buffer moves on (blocks moved, reused, left, grown).
     fn offers(steps: &[Step], max_read_size: usize, spare: bool) -> Vec<(usize, Vec<u8>, usize)> {
         let mut rb = ReadBuffer::new(max_read_size);
-        let mut held = Vec::new();
+        let mut held: Vec<(Bytes, Vec<u8>)> = Vec::new();
+        let mut model = std::collections::VecDeque::new();
         let mut out = Vec::new();
         for (i, s) in steps.iter().enumerate() {
             let fill = (i % 251) as u8;
@@ -1146,7 +1351,10 @@ mod tests {
                 let buf = rb.read_buf();
                 let n = s.read.min(buf.len());
                 buf[..n].fill(fill);
-                buf.len()
+                let offered = buf.len();
+                // Growing as a spare offer does, so that the two walk the same blocks.
+                rb.offered_spare = true;
+                offered
             };
             if spare {
                 assert_eq!(
@@ -1156,11 +1364,19 @@ mod tests {
                 );
             }
             rb.commit(s.read.min(offered));
+            model.extend(std::iter::repeat_n(fill, s.read.min(offered)));
             let filled = rb.filled().len();
             let n = s.amount % (filled + 1);
+            let taken = match s.then {
+                1..=3 | 6 | 7 => {
+                    let all = matches!(s.then, 6 | 7);
+                    model.drain(..if all { filled } else { n }).collect()
+                }
+                _ => Vec::new(),
+            };
             match s.then {
-                1 => held.push(rb.consume(n)),
-                2 => drop(rb.consume(n)),
+                1 => held.push((rb.consume(n), taken)),
+                2 => assert_eq!(rb.consume(n), taken),
                 3 => rb.discard(n),
                 4 => rb.set_frame_hint(filled + s.amount),
                 5 => rb.set_unknown_length_hint(),
@@ -1171,10 +1387,20 @@ mod tests {
                     }
                 }
                 7 => {
-                    drop(rb.consume(filled));
+                    assert_eq!(rb.consume(filled), taken);
                     rb.set_frame_hint(0);
                 }
+                8 => {
+                    rb.review_read_size();
+                }
                 _ => {}
+            }
+            assert!(
+                rb.filled().iter().eq(model.iter()),
+                "step {i}: the unconsumed bytes"
+            );
+            for (message, bytes) in &held {
+                assert_eq!(message, bytes, "step {i}: a held message's bytes");
             }
             if held.len() > 3 {
                 held.remove(0);

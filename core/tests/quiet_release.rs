@@ -171,3 +171,30 @@ fn none_keeps_the_read_memory() {
     assert!(read_buffer_bytes(&h) > 0);
     assert!(!h.s.poll_read_memory_released());
 }
+
+/// A burst, then a message every 300 ms: never quiet, so nothing is released, but the read
+/// size is reviewed once a period and the burst's blocks go — a trickle does not keep a
+/// burst's buffer. With `None` the burst's buffer stays.
+#[test]
+fn a_trickle_after_a_burst_gives_the_burst_blocks_back() {
+    for quiet in [Some(Duration::from_secs(1)), None] {
+        let mut h = open(quiet);
+        let frame = server_frame(true, 1, DATA.as_bytes());
+        h.feed(&frame.repeat(10_000));
+        assert_eq!(data_events(&mut h), 10_000);
+        let after_burst = read_buffer_bytes(&h);
+        assert!(after_burst > 16 * 1024, "{after_burst}");
+        for _ in 0..10 {
+            h.advance(Duration::from_millis(300));
+            h.feed_text(DATA);
+        }
+        assert_eq!(data_events(&mut h), 10);
+        assert!(!h.s.poll_read_memory_released(), "never quiet");
+        let after_trickle = read_buffer_bytes(&h);
+        if quiet.is_some() {
+            assert!(after_trickle <= 4 * 1024, "{after_trickle}");
+        } else {
+            assert!(after_trickle > 16 * 1024, "{after_trickle}");
+        }
+    }
+}

@@ -83,6 +83,18 @@ impl LineClient {
         self.rb.capacity() + self.rb.retained()
     }
 
+    /// Reviews the read size; call it once a period on a connection that is reading (a
+    /// [`Stream`](crate::Stream) does every `release_read_memory`, 1 s by default). Reads
+    /// grow while they fill what they are offered; if no read since the last review took
+    /// more than a quarter of the read size, it shrinks to the power of two at least twice
+    /// the largest of them (at least 1 KiB), and the next read leaves a block more than twice
+    /// the new size: a connection that had a burst does not keep a burst's buffer, nor, when
+    /// its messages are cut out and queued, walk it with small reads. Returns whether it
+    /// shrank.
+    pub fn review_read_size(&mut self) -> bool {
+        self.rb.review_read_size()
+    }
+
     /// Frees the read buffer's block if no partial line is buffered; returns whether it did.
     /// The event queue's room goes too, when it holds no event.
     /// For transports holding many mostly-idle streams: call it when a stream goes quiet,

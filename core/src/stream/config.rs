@@ -56,9 +56,12 @@ pub struct Timeouts {
     /// [`Stream::poll_read_memory_released`](crate::Stream::poll_read_memory_released), the
     /// transport's own (a TLS session's ciphertext buffer, up to 81 KiB). Only what holds no
     /// partial frame or record goes. The next reads start small again (the engine's at 1 KiB,
-    /// a TLS session's at 4 KiB), doubling while they fill what they are offered: a stream
+    /// a TLS session's at 4 KiB), growing while they fill what they are offered: a stream
     /// woken for one message allocates a little before reading it, not its whole buffer.
-    /// Default 1 s; `None` keeps the memory for the connection's life.
+    /// A connection that keeps reading has its read size reviewed once this period instead:
+    /// if no read in it took more than a quarter of the size, the size shrinks to fit the
+    /// largest (and the block with it), so a burst's buffer is not kept by a trickle.
+    /// Default 1 s; `None` keeps the memory and the read size for the connection's life.
     pub release_read_memory: Option<Duration>,
 }
 

@@ -172,6 +172,13 @@ impl Connection {
         }
     }
 
+    pub(crate) fn review_read_size(&mut self) -> bool {
+        match self {
+            Self::Ws(c) => c.review_read_size(),
+            Self::Lines(c) => c.review_read_size(),
+        }
+    }
+
     /// Bytes of room the engine's event queue holds, used or not.
     pub(crate) fn event_room(&self) -> usize {
         match self {

@@ -223,7 +223,8 @@ impl Stream {
     }
 
     /// The quiet-release timer fired: armed from an earlier moment, it re-arms from the last
-    /// read if one came since (a busy stream: one wake-up a period); otherwise the read
+    /// read if one came since (a busy stream: one wake-up a period) and reviews the read
+    /// size (reads that stayed small shrink it, and the block with it); otherwise the read
     /// memory goes back and the timer waits for the next read to arm it again
     /// ([`after_read`](Self::after_read)), so a quiet stream is not woken for it.
     fn release_if_quiet(&mut self, now: Instant) {
@@ -232,6 +233,9 @@ impl Stream {
         };
         let quiet_until = after(self.last_input, quiet);
         if quiet_until > now {
+            if let Some(conn) = self.conn.as_mut() {
+                conn.review_read_size();
+            }
             return self.timers.set(Timer::QuietRelease, quiet_until);
         }
         if let Some(conn) = self.conn.as_mut() {
