@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use feedwire_bench::in_memory::{feed, open_stream, wire_bytes};
 use feedwire_core::testing::server_frame;
+use feedwire_replay::example_args::{unknown_flag, Flags};
 use feedwire_replay::{measure, Scenario};
 
 /// What `--help` prints (the options of the module's documentation).
@@ -50,8 +51,8 @@ fn options() -> Result<Options, String> {
         lend: false,
         bytes: false,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
+    let mut flags = Flags::from_env();
+    while let Some(flag) = flags.next_flag()? {
         match flag.as_str() {
             "--lend" => o.lend = true,
             "--bytes" => o.bytes = true,
@@ -59,26 +60,16 @@ fn options() -> Result<Options, String> {
                 println!("{USAGE}");
                 std::process::exit(0);
             }
-            _ => {
-                let value = args.next().ok_or(format!("{flag} needs a value"))?;
-                let number = || {
-                    value
-                        .parse::<usize>()
-                        .map_err(|_| format!("{flag}: not a number"))
-                };
-                match flag.as_str() {
-                    "--streams" => o.streams = number()?.max(1),
-                    "--burst" => o.burst = number()?,
-                    "--trickle" => o.trickle = number()?,
-                    "--interval" => o.interval = Duration::from_millis(number()? as u64),
-                    "--scenario" => {
-                        o.scenario = Scenario::from_name(&value)
-                            .filter(|s| !s.is_lines())
-                            .ok_or(format!("unknown WebSocket scenario {value}"))?
-                    }
-                    _ => return Err(format!("unknown option {flag} (--help lists them)")),
-                }
+            "--streams" => o.streams = flags.number::<usize>(&flag)?.max(1),
+            "--burst" => o.burst = flags.number(&flag)?,
+            "--trickle" => o.trickle = flags.number(&flag)?,
+            "--interval" => o.interval = Duration::from_millis(flags.number(&flag)?),
+            "--scenario" => {
+                o.scenario = Some(flags.scenario(&flag)?)
+                    .filter(|s| !s.is_lines())
+                    .ok_or("--scenario: a WebSocket scenario")?
             }
+            _ => return Err(unknown_flag(&flag)),
         }
     }
     Ok(o)

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use feedwire_core::{StatsHandle, StreamConfig, StreamEvent};
 use feedwire_mio::{shared_event_channel, Delivery, Handler, LoopHandle, MioOptions};
+use feedwire_replay::example_args::{unknown_flag, Flags};
 use feedwire_replay::{
     measure, root_store_of, serve_if_child, ChildServer, ReplayConfig, Scenario,
 };
@@ -48,44 +49,21 @@ fn options() -> Result<Options, String> {
         x25519: false,
         shared: false,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        if flag == "--tls" {
-            o.tls = true;
-            continue;
-        }
-        if flag == "--x25519" {
-            o.x25519 = true;
-            continue;
-        }
-        if flag == "--shared" {
-            o.shared = true;
-            continue;
-        }
-        if flag == "--help" || flag == "-h" {
-            println!("{USAGE}");
-            std::process::exit(0);
-        }
-        if !flag.starts_with("--") {
-            return Err(format!(
-                "unexpected argument {flag} (--help lists the options)"
-            ));
-        }
-        let value = args.next().ok_or(format!("{flag} needs a value"))?;
-        let number = || {
-            value
-                .parse::<usize>()
-                .map_err(|_| format!("{flag}: not a number"))
-        };
+    let mut flags = Flags::from_env();
+    while let Some(flag) = flags.next_flag()? {
         match flag.as_str() {
-            "--idle" => o.idle = number()?,
-            "--active" => o.active = number()?,
-            "--count" => o.count = number()?.max(1),
-            "--scenario" => {
-                o.scenario =
-                    Scenario::from_name(&value).ok_or(format!("unknown scenario {value}"))?
+            "--tls" => o.tls = true,
+            "--x25519" => o.x25519 = true,
+            "--shared" => o.shared = true,
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
             }
-            _ => return Err(format!("unknown option {flag} (--help lists them)")),
+            "--idle" => o.idle = flags.number(&flag)?,
+            "--active" => o.active = flags.number(&flag)?,
+            "--count" => o.count = flags.number::<usize>(&flag)?.max(1),
+            "--scenario" => o.scenario = flags.scenario(&flag)?,
+            _ => return Err(unknown_flag(&flag)),
         }
     }
     Ok(o)

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use feedwire_core::{StreamConfig, StreamEvent};
+use feedwire_replay::example_args::{unknown_flag, Flags};
 use feedwire_replay::{
     measure, root_store_of, serve_if_child, ChildServer, ReplayConfig, Scenario,
 };
@@ -41,8 +42,8 @@ fn options() -> Result<Options, String> {
         tls: false,
         keep: false,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
+    let mut flags = Flags::from_env();
+    while let Some(flag) = flags.next_flag()? {
         match flag.as_str() {
             "--tls" => o.tls = true,
             "--keep" => o.keep = true,
@@ -50,28 +51,10 @@ fn options() -> Result<Options, String> {
                 println!("{USAGE}");
                 std::process::exit(0);
             }
-            _ => {
-                if !flag.starts_with("--") {
-                    return Err(format!(
-                        "unexpected argument {flag} (--help lists the options)"
-                    ));
-                }
-                let value = args.next().ok_or(format!("{flag} needs a value"))?;
-                let number = || {
-                    value
-                        .parse::<usize>()
-                        .map_err(|_| format!("{flag}: not a number"))
-                };
-                match flag.as_str() {
-                    "--streams" => o.streams = number()?.max(1),
-                    "--count" => o.count = number()?.max(1),
-                    "--scenario" => {
-                        o.scenario = Scenario::from_name(&value)
-                            .ok_or(format!("unknown scenario {value}"))?
-                    }
-                    _ => return Err(format!("unknown option {flag} (--help lists them)")),
-                }
-            }
+            "--streams" => o.streams = flags.number::<usize>(&flag)?.max(1),
+            "--count" => o.count = flags.number::<usize>(&flag)?.max(1),
+            "--scenario" => o.scenario = flags.scenario(&flag)?,
+            _ => return Err(unknown_flag(&flag)),
         }
     }
     Ok(o)
